@@ -1,0 +1,326 @@
+// Package config loads the nats-sink configuration file (spec config.md):
+// strict parsing, environment overrides, the §1.3 compat coercions, every
+// problem reported at once in schema order, and the sink section handed to
+// the sink type's Decoder. The sections are plain structs decoded onto the
+// defaults by internal/fields, which also generates the JSON Schema from
+// them.
+//
+// Secrets named by *_env and *_file keys are not read while loading; they
+// are resolved when a connection is opened (ResolveSecret).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// MaxFileSize is the configuration file size limit (config.md §1.1).
+const MaxFileSize = 1 << 20
+
+// Problem is one configuration problem: a JSON path and a message.
+type Problem = sink.Problem
+
+// Error is a configuration error (exit 2). Its text is what the CLI prints
+// after "Configuration error: " (config.md §1.5).
+type Error struct {
+	// File is the configuration file as named on the command line.
+	File string
+	// Problems are in schema order.
+	Problems []Problem
+}
+
+// Error returns "<path>: <message>" for one problem, else
+// "<n> problems in <file>" followed by one indented line per problem.
+func (e *Error) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0].Path + ": " + e.Problems[0].Message
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems in %s", len(e.Problems), e.File)
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.Path + ": " + p.Message)
+	}
+	return b.String()
+}
+
+func fileError(file, msg string) *Error {
+	return &Error{File: file, Problems: []Problem{{Path: file, Message: msg}}}
+}
+
+// Load reads and parses the configuration file at path. Every failure is a
+// *Error.
+func Load(path string, reg *sink.Registry, env Env) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(path, "cannot read configuration file: "+err.Error())
+	}
+	defer f.Close()
+	// Read one byte past the limit to tell "exactly at the limit" from "over".
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fileError(path, "cannot read configuration file: "+err.Error())
+	}
+	return Parse(data, path, reg, env)
+}
+
+// Parse parses a configuration document; name is the file name used in
+// messages. env supplies environment overrides (nil = os.LookupEnv). Every
+// failure is a *Error.
+func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, error) {
+	if len(data) > MaxFileSize {
+		return nil, fileError(name, fmt.Sprintf("configuration file exceeds the %d byte limit", MaxFileSize))
+	}
+	tree, err := jsonx.Parse(data)
+	if err != nil {
+		if pe, ok := errors.AsType[*jsonx.PathError](err); ok {
+			return nil, &Error{File: name, Problems: []Problem{{Path: pe.Path, Message: pe.Message}}}
+		}
+		if se, ok := errors.AsType[*jsonx.SyntaxError](err); ok {
+			return nil, fileError(name, se.Error())
+		}
+		if jsonx.ErrNotUTF8 != nil && errors.Is(err, jsonx.ErrNotUTF8) {
+			return nil, fileError(name, "configuration file is not valid UTF-8 JSON")
+		}
+		return nil, fileError(name, err.Error())
+	}
+	root, ok := tree.(map[string]any)
+	if !ok {
+		return nil, &Error{File: name, Problems: []Problem{{Path: "(root)", Message: "configuration root must be a JSON object"}}}
+	}
+	cfg := Default()
+	var p fields.Problems
+	applyOverrides(root, env, &p)
+	cfg.Warnings = unsupportedSections(root, &p)
+	fields.Decode(root, &cfg, "", &p)
+	cfg.decodeSink(root, reg, &p)
+	cfg.validate(&p)
+	if p.Len() > 0 {
+		return nil, &Error{File: name, Problems: p.List()}
+	}
+	if cfg.Metrics.Enabled && cfg.Metrics.SnapshotFile == nil && cfg.Metrics.Listen == nil {
+		cfg.Warnings = append(cfg.Warnings, "metrics.enabled: no exporter configured (set metrics.listen or metrics.snapshot_file)")
+	}
+	return &cfg, nil
+}
+
+// override is one row of the environment override table (config.md §1.4).
+type override struct {
+	name string
+	path []string
+}
+
+func overrides() []override {
+	o := func(name string, path ...string) override { return override{"NATS_SINKS_" + name, path} }
+	return []override{
+		o("NATS_URL", "nats", "url"),
+		o("NATS_STREAM", "nats", "stream"),
+		o("NATS_CONSUMER", "nats", "consumer"),
+		o("NATS_SUBJECT", "nats", "subject"),
+		o("NATS_NO_ECHO", "nats", "no_echo"),
+		o("CONSUMER_MANAGEMENT_MODE", "consumer_management", "mode"),
+		o("DELIVERY_MAX_IN_FLIGHT_BATCHES", "delivery", "max_in_flight_batches"),
+		o("LOG_LEVEL", "logging", "level"),
+		o("METRICS_LISTEN", "metrics", "listen"),
+		o("PRIORITY_HEADER", "message_metadata", "priority", "header"),
+		o("PRIORITY_DEFAULT", "message_metadata", "priority", "default"),
+		o("CLASSIFICATION_HEADER", "message_metadata", "classification", "header"),
+		o("CLASSIFICATION_DEFAULT", "message_metadata", "classification", "default"),
+		o("LABELS_HEADER", "message_metadata", "labels", "header"),
+		o("LABELS_DEFAULT", "message_metadata", "labels", "default"),
+		o("ENCRYPTION_ENABLED", "encryption", "enabled"),
+		o("ENCRYPTION_ALGORITHM", "encryption", "algorithm"),
+		o("ENCRYPTION_KEY_ID", "encryption", "key_id"),
+		o("ENCRYPTION_KEY_B64_ENV", "encryption", "key_b64_env"),
+		o("TRACING_ENABLED", "tracing", "enabled"),
+		o("TRACING_EXPORTER", "tracing", "exporter"),
+		o("TRACING_ENDPOINT", "tracing", "endpoint"),
+		o("SINK_TYPE", "sink", "type"),
+		o("ADVISORIES_ENABLED", "advisories", "enabled"),
+		o("MISSION_METADATA_ENABLED", "mission_metadata", "enabled"),
+		o("MISSION_METADATA_HEADER", "mission_metadata", "header"),
+		o("SECURITY_LABELS_ENABLED", "security_labels", "enabled"),
+		o("SECURITY_LABELS_HEADER", "security_labels", "header"),
+		o("MESSAGE_AUTHENTICITY_ENABLED", "message_authenticity", "enabled"),
+		o("MESSAGE_AUTHENTICITY_SIGNATURE_HEADER", "message_authenticity", "signature_header"),
+		o("MESSAGE_AUTHENTICITY_ALGORITHM_HEADER", "message_authenticity", "algorithm_header"),
+		o("MESSAGE_AUTHENTICITY_KEY_ID_HEADER", "message_authenticity", "key_id_header"),
+		o("CUSTODY_ENABLED", "custody", "enabled"),
+		o("CUSTODY_ALGORITHM", "custody", "algorithm"),
+		o("CUSTODY_KEY_ID", "custody", "key_id"),
+	}
+}
+
+// OverrideVariables returns the names of every environment variable that
+// overrides a configuration key, in table order (config.md §1.4).
+func OverrideVariables() []string {
+	var names []string
+	for _, o := range overrides() {
+		names = append(names, o.name)
+	}
+	return names
+}
+
+// applyOverrides sets every override variable that is set (even to "") at
+// its path, creating missing intermediate objects. Values stay strings; the
+// §1.3 coercions turn them into the declared types.
+func applyOverrides(root map[string]any, env Env, p *fields.Problems) {
+	for _, o := range overrides() {
+		v, ok := env.lookup(o.name)
+		if !ok {
+			continue
+		}
+		obj := root
+		path := ""
+		blocked := false
+		for _, k := range o.path[:len(o.path)-1] {
+			path = fields.Join(path, k)
+			next, exists := obj[k]
+			if !exists || next == nil {
+				m := map[string]any{}
+				obj[k] = m
+				obj = m
+				continue
+			}
+			m, isObj := next.(map[string]any)
+			if !isObj {
+				p.Addf(path, "cannot apply environment override %s", o.name)
+				blocked = true
+				break
+			}
+			obj = m
+		}
+		if !blocked {
+			obj[o.path[len(o.path)-1]] = v
+		}
+	}
+}
+
+// unsupportedOrder names the upstream sections nats-sink does not
+// provide, in config.md §2 order, with the feature named in messages.
+var unsupportedOrder = []struct{ key, feature string }{
+	{"push_consumer", "push consumer delivery"},
+	{"advisories", "the JetStream advisories monitor"},
+	{"mission_metadata", "mission metadata"},
+	{"security_labels", "security-label profiles"},
+	{"message_authenticity", "message authenticity"},
+	{"custody", "custody hashing"},
+	{"size_policy", "size policy"},
+	{"pre_sink_policy", "pre-sink policy"},
+	{"routing", "routing"},
+	{"plugins", "plugins"},
+}
+
+// unsupportedSections checks and removes the unsupported upstream sections
+// (config.md §9) and returns the warnings for those accepted.
+func unsupportedSections(root map[string]any, p *fields.Problems) []string {
+	var warnings []string
+	ignored := func(key string) {
+		warnings = append(warnings, key+": ignored (feature not supported; section is disabled)")
+	}
+	for _, u := range unsupportedOrder {
+		v, ok := root[u.key]
+		if !ok {
+			continue
+		}
+		delete(root, u.key)
+		m, isObj := v.(map[string]any)
+		if !isObj {
+			p.Addf(u.key, "expected object (got %s)", fields.JSONType(v))
+			continue
+		}
+		enabled := false
+		if e, has := m["enabled"]; has {
+			b, valid := fields.CoerceBool(e)
+			if !valid {
+				p.Addf(u.key+".enabled", "expected boolean (got %s)", fields.JSONType(e))
+				continue
+			}
+			enabled = b
+		}
+		if enabled {
+			p.Addf(u.key+".enabled", "%s is not supported by nats-sink; remove the section or disable it", u.feature)
+			continue
+		}
+		ignored(u.key)
+	}
+	if v, ok := root["sinks"]; ok {
+		delete(root, "sinks")
+		if m, isObj := v.(map[string]any); isObj && len(m) == 0 {
+			ignored("sinks")
+		} else {
+			p.Add("sinks", "named sinks are not supported by nats-sink")
+		}
+	}
+	return warnings
+}
+
+// upstreamSinkTypes are upstream sink types nats-sink does not provide.
+var upstreamSinkTypes = []string{"spool", "coherence", "oracle_nosql", "foundry", "gotham", "fanout"}
+
+// knownSinkTypes is the list in the unknown-type message (sinks.md order).
+const knownSinkTypes = "file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats"
+
+// decodeSink checks sink.type and hands the sink object to the registered
+// Decoder, prefixing its problems with "sink.".
+func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.Problems) {
+	v, ok := root["sink"]
+	if !ok {
+		return // "sink: required" comes from the struct decode
+	}
+	m, isObj := v.(map[string]any)
+	if !isObj {
+		p.Addf("sink", "expected object (got %s)", fields.JSONType(v))
+		return
+	}
+	t, has := m["type"]
+	if !has {
+		p.Add("sink.type", "required")
+		return
+	}
+	ts, isStr := t.(string)
+	if !isStr {
+		p.Addf("sink.type", "expected string (got %s)", fields.JSONType(t))
+		return
+	}
+	ts = strings.ToLower(strings.TrimSpace(ts))
+	m["type"] = ts
+	c.Sink.Type = ts
+	c.sinkTree = m
+	for _, u := range upstreamSinkTypes {
+		if ts == u {
+			p.Addf("sink.type", "%q is an upstream sink type that nats-sink does not provide", ts)
+			return
+		}
+	}
+	var dec sink.Decoder
+	if reg != nil {
+		dec, ok = reg.Lookup(ts)
+	}
+	if !ok {
+		p.Addf("sink.type", "unknown sink type %q (expected one of %s)", ts, knownSinkTypes)
+		return
+	}
+	opener, err := dec(jsonx.Marshal(m, jsonx.UTF8))
+	if err != nil {
+		if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
+			for _, pr := range ce.Problems {
+				path := pr.Path
+				if path == "(root)" {
+					path = ""
+				}
+				p.Add(fields.Join("sink", path), pr.Message)
+			}
+			return
+		}
+		p.Add("sink", err.Error())
+		return
+	}
+	c.Sink.Opener = opener
+}

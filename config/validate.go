@@ -1,0 +1,523 @@
+package config
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/subject"
+)
+
+// validate applies the rules that involve more than one key, or more than
+// a per-key tag can say. Per-key rules live in the struct tags.
+func (c *Config) validate(p *fields.Problems) {
+	c.NATS.validate(p)
+	c.ConsumerManagement.validate(&c.NATS, p)
+	c.Delivery.validate(c, p)
+	c.DeadLetter.validate(c, p)
+	if c.Logging.PayloadLogging {
+		p.Add("logging.payload_logging", "payload logging is not supported; payloads are never logged")
+	}
+	c.Metrics.validate(p)
+	c.MessageMetadata.validate(p)
+	c.Encryption.validate(p)
+	c.Tracing.validate(p)
+}
+
+var (
+	headerName     = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+	metadataKey    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$`)
+	secretKeyWords = []string{"password", "token", "secret", "private_key", "credentials", "creds", "cert_file", "key_file", "nkey_seed", "key_b64", "key_material"}
+	// Headers that carry credentials must come from the environment, so they
+	// never sit in a configuration file.
+	credentialHeaders = []string{"authorization", "cookie", "proxy-authorization", "x-api-key", "x-auth-token"}
+	// Headers the WebSocket handshake itself controls.
+	protocolHeaders = []string{"connection", "content-length", "host", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-key", "sec-websocket-protocol", "sec-websocket-version", "transfer-encoding", "upgrade"}
+)
+
+const credentialsHint = "must not include credentials; use nats.user, nats.password_env, nats.token_env, nats.creds_file or nats.nkey_seed_file"
+
+// checkServerURL validates one NATS server URL (config.md §3 url).
+func checkServerURL(path, raw string, p *fields.Problems) (scheme string, ok bool) {
+	if strings.ContainsAny(raw, "\x00\r\n") {
+		p.Add(path, "must not contain control characters")
+		return "", false
+	}
+	if raw == "" {
+		p.Add(path, "must not be empty")
+		return "", false
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Parse errors quote the input, which may hold credentials.
+		p.Add(path, "must be a valid URL")
+		return "", false
+	}
+	scheme = strings.ToLower(u.Scheme)
+	switch {
+	case !slices.Contains([]string{"nats", "tls", "ws", "wss"}, scheme):
+		p.Add(path, "scheme must be one of nats, tls, ws, wss")
+	case u.Host == "" || u.Hostname() == "" && !strings.HasPrefix(u.Host, ":"):
+		p.Add(path, "must include a host")
+	case u.User != nil:
+		p.Add(path, credentialsHint)
+	default:
+		return scheme, true
+	}
+	return scheme, false
+}
+
+func checkName(path, name string, p *fields.Problems) {
+	if name == "" {
+		return // "must not be empty" comes from the tag
+	}
+	if strings.ContainsFunc(name, func(r rune) bool {
+		return r <= ' ' || r == 0x7f || strings.ContainsRune(`.*>/\`, r) || r == 0x85 || r == 0xa0
+	}) {
+		p.Add(path, `must not contain whitespace, '.', '*', '>', '/' or '\'`)
+	}
+}
+
+func checkPattern(path, pattern string, p *fields.Problems) bool {
+	if err := subject.Validate(pattern); err != nil {
+		p.Add(path, "invalid subject pattern: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (n *NATS) validate(p *fields.Problems) {
+	schemes := map[string]bool{}
+	if s, ok := checkServerURL("nats.url", n.URL, p); ok && len(n.URLs) == 0 {
+		schemes[s] = true
+	}
+	for i, u := range n.URLs {
+		if s, ok := checkServerURL(fields.Index("nats.urls", i), u, p); ok {
+			schemes[s] = true
+		}
+	}
+	if (schemes["ws"] || schemes["wss"]) && (schemes["nats"] || schemes["tls"]) {
+		p.Add("nats.urls", "must not mix ws/wss with nats/tls URLs")
+	}
+	checkName("nats.stream", n.Stream, p)
+	checkName("nats.consumer", n.Consumer, p)
+	if n.Subject != "" {
+		checkPattern("nats.subject", n.Subject, p)
+	}
+
+	// Authentication (runtime.md §16): sources of one secret are exclusive,
+	// user and password come as a pair, and at most one mode is configured.
+	passwordSources := countSet(n.Password != nil, n.PasswordEnv != nil, n.PasswordFile != nil)
+	tokenSources := countSet(n.Token != nil, n.TokenEnv != nil, n.TokenFile != nil)
+	modes := countSet(n.User != nil || passwordSources > 0, tokenSources > 0, n.CredsFile != nil, n.NkeySeedFile != nil)
+	if modes > 1 {
+		p.Add("nats", "configure a single NATS authentication method")
+	}
+	if n.User != nil && passwordSources == 0 {
+		p.Add("nats.user", "requires one of nats.password, nats.password_env, nats.password_file")
+	}
+	if passwordSources > 1 {
+		p.Add("nats.password", "set only one of password, password_env, password_file")
+	}
+	if n.User == nil {
+		for _, s := range []struct {
+			set  bool
+			path string
+		}{{n.Password != nil, "nats.password"}, {n.PasswordEnv != nil, "nats.password_env"}, {n.PasswordFile != nil, "nats.password_file"}} {
+			if s.set {
+				p.Add(s.path, "requires nats.user")
+			}
+		}
+	}
+	if tokenSources > 1 {
+		p.Add("nats.token", "set only one of token, token_env, token_file")
+	}
+	if n.TLSKeyFile != nil && n.TLSCertFile == nil {
+		p.Add("nats.tls_key_file", "requires nats.tls_cert_file")
+	}
+	if n.Domain != nil && n.APIPrefix != nil {
+		p.Add("nats.api_prefix", "must not be set together with nats.domain")
+	}
+	n.validateWebsocketHeaders(schemes["ws"] || schemes["wss"], p)
+}
+
+func countSet(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func (n *NATS) validateWebsocketHeaders(websocket bool, p *fields.Problems) {
+	plain := map[string]string{} // lower-cased name -> name as written
+	for _, name := range sortedKeys(n.WebsocketHeaders) {
+		path := "nats.websocket_headers." + name
+		if !checkHeaderName(path, name, plain, p) {
+			continue
+		}
+		lower := strings.ToLower(name)
+		if slices.Contains(credentialHeaders, lower) {
+			p.Add(path, "carries credentials; set it through nats.websocket_headers_env")
+			continue
+		}
+		v := n.WebsocketHeaders[name]
+		switch {
+		case len([]rune(v)) > 2048:
+			p.Add(path, "must be at most 2048 characters")
+		case fields.HasControl(v):
+			p.Add(path, "must not contain control characters")
+		case strings.TrimSpace(v) != v:
+			p.Add(path, "must not have surrounding whitespace")
+		}
+	}
+	fromEnv := map[string]string{}
+	for _, name := range sortedKeys(n.WebsocketHeadersEnv) {
+		path := "nats.websocket_headers_env." + name
+		if !checkHeaderName(path, name, fromEnv, p) {
+			continue
+		}
+		if other, dup := plain[strings.ToLower(name)]; dup {
+			p.Addf(path, "header %q is also set in nats.websocket_headers", other)
+		}
+	}
+	if !websocket {
+		if len(n.WebsocketHeaders) > 0 {
+			p.Add("nats.websocket_headers", "requires ws:// or wss:// server URLs")
+		}
+		if len(n.WebsocketHeadersEnv) > 0 {
+			p.Add("nats.websocket_headers_env", "requires ws:// or wss:// server URLs")
+		}
+	}
+}
+
+// checkHeaderName applies the header-name rules shared by both WebSocket
+// header maps and records the name in seen (case-insensitively).
+func checkHeaderName(path, name string, seen map[string]string, p *fields.Problems) bool {
+	lower := strings.ToLower(name)
+	switch {
+	case strings.TrimSpace(name) != name:
+		p.Add(path, "header name must not have surrounding whitespace")
+	case !headerName.MatchString(name):
+		p.Add(path, "invalid header name")
+	case slices.Contains(protocolHeaders, lower):
+		p.Add(path, "is a WebSocket protocol header and cannot be set")
+	default:
+		if other, dup := seen[lower]; dup {
+			p.Addf(path, "duplicate header name (same as %q ignoring case)", other)
+			return false
+		}
+		seen[lower] = name
+		return true
+	}
+	return false
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// subjectValid reports whether nats.subject is a usable pattern, so rules
+// comparing against it do not pile errors onto an already reported one.
+func (n *NATS) subjectValid() bool { return n.Subject != "" && subject.Validate(n.Subject) == nil }
+
+func (cm *ConsumerManagement) validate(n *NATS, p *fields.Problems) {
+	seen := map[string]bool{}
+	for i, f := range cm.FilterSubjects {
+		path := fields.Index("consumer_management.filter_subjects", i)
+		if !checkPattern(path, f, p) {
+			continue
+		}
+		if seen[f] {
+			p.Addf(path, "duplicate filter subject %q", f)
+			continue
+		}
+		seen[f] = true
+		if n.subjectValid() && !subject.Contains(n.Subject, f) {
+			p.Addf(path, "%q is not contained by nats.subject %q", f, n.Subject)
+		}
+	}
+	if cm.BackoffSeconds != nil {
+		const path = "consumer_management.backoff_seconds"
+		switch {
+		case cm.MaxDeliver == nil:
+			p.Add(path, "requires consumer_management.max_deliver")
+		case len(*cm.BackoffSeconds) > *cm.MaxDeliver:
+			p.Addf(path, "must have at most max_deliver (%d) entries (got %d)", *cm.MaxDeliver, len(*cm.BackoffSeconds))
+		}
+		if cm.AckWaitSeconds != nil {
+			p.Add(path, "must not be set together with consumer_management.ack_wait_seconds")
+		}
+	}
+	for _, k := range sortedKeys(cm.Metadata) {
+		path := "consumer_management.metadata." + k
+		if !metadataKey.MatchString(k) {
+			p.Addf(path, "key must match %s", metadataKey)
+			continue
+		}
+		lower := strings.ToLower(k)
+		for _, w := range secretKeyWords {
+			if strings.Contains(lower, w) {
+				p.Addf(path, "key must not name secret material (contains %q); consumer metadata is readable by anyone who can read the consumer", w)
+				break
+			}
+		}
+	}
+}
+
+func (d *Delivery) validate(c *Config, p *fields.Problems) {
+	if d.RetryBackoffMaxMS < d.RetryBackoffMS {
+		p.Addf("delivery.retry_backoff_max_ms", "must be at least delivery.retry_backoff_ms (%d) (got %d)", d.RetryBackoffMS, d.RetryBackoffMaxMS)
+	}
+	if !d.PreferSafeDuplication {
+		p.Add("delivery.prefer_safe_duplication", "false is not supported; the runtime always prefers redelivery over loss")
+	}
+	d.PriorityLanes.validate(p)
+	if d.InProgress.Enabled {
+		const path = "delivery.in_progress.enabled"
+		cm := &c.ConsumerManagement
+		if !c.NATS.Durable {
+			p.Add(path, "requires nats.durable to be true")
+		}
+		if cm.BackoffSeconds != nil {
+			p.Add(path, "must not be used with consumer_management.backoff_seconds")
+		}
+		if cm.AckWaitSeconds == nil && cm.Mode != "bind_only" {
+			p.Add(path, "requires consumer_management.ack_wait_seconds (unless consumer_management.mode is bind_only)")
+		}
+		if cm.AckWaitSeconds != nil {
+			limit := 0.8 * *cm.AckWaitSeconds * 1000
+			if float64(d.InProgress.IntervalMS) >= limit {
+				p.Addf("delivery.in_progress.interval_ms", "must be less than 80%% of consumer_management.ack_wait_seconds (%s ms) (got %d)",
+					strconv.FormatFloat(limit, 'f', -1, 64), d.InProgress.IntervalMS)
+			}
+		}
+	}
+}
+
+func (pl *PriorityLanes) validate(p *fields.Problems) {
+	names := map[string]bool{}
+	owner := map[string]string{} // priority value -> lane name
+	for i := range pl.Lanes {
+		lane := &pl.Lanes[i]
+		path := fields.Index("delivery.priority_lanes.lanes", i)
+		if names[lane.Name] {
+			p.Addf(path+".name", "duplicate lane name %q", lane.Name)
+		}
+		names[lane.Name] = true
+		var kept []string
+		for j, v := range lane.Priorities {
+			vp := fields.Index(path+".priorities", j)
+			if len([]rune(v)) > pl.MaxPriorityValueLength {
+				p.Addf(vp, "must be at most max_priority_value_length (%d) characters", pl.MaxPriorityValueLength)
+				continue
+			}
+			if o, dup := owner[v]; dup {
+				if o != lane.Name {
+					p.Addf(vp, "priority %q is already assigned to lane %q", v, o)
+				}
+				continue // the same value twice in one lane is harmless
+			}
+			owner[v] = lane.Name
+			kept = append(kept, v)
+		}
+		lane.Priorities = append([]string{}, kept...)
+	}
+	if len(pl.Lanes) > 0 && pl.DefaultLane != "" && !names[pl.DefaultLane] {
+		p.Addf("delivery.priority_lanes.default_lane", "%q does not name a lane", pl.DefaultLane)
+	}
+}
+
+func (dl *DeadLetter) validate(c *Config, p *fields.Problems) {
+	const path = "dead_letter.subject"
+	if dl.Subject == nil {
+		if dl.Enabled {
+			p.Add(path, "required when dead_letter.enabled is true")
+		}
+		return
+	}
+	s := *dl.Subject
+	if err := subject.Validate(s); err != nil {
+		p.Add(path, "invalid subject: "+err.Error())
+		return
+	}
+	if !subject.IsLiteral(s) {
+		p.Add(path, "must be a literal subject (no wildcards)")
+		return
+	}
+	if !dl.Enabled {
+		return
+	}
+	consumed := c.NATS.subjectValid() && subject.Match(c.NATS.Subject, s)
+	for _, f := range c.ConsumerManagement.FilterSubjects {
+		consumed = consumed || subject.Validate(f) == nil && subject.Match(f, s)
+	}
+	if consumed {
+		p.Add(path, "would be consumed by this sink's own consumer")
+	}
+}
+
+func (m *Metrics) validate(p *fields.Problems) {
+	if m.Listen == nil {
+		return
+	}
+	const path = "metrics.listen"
+	host, port, err := net.SplitHostPort(*m.Listen)
+	if err != nil || fields.HasControl(*m.Listen) {
+		p.Add(path, "must be host:port (for example 127.0.0.1:9464, [::1]:9464 or :9464)")
+		return
+	}
+	if strings.ContainsAny(host, " /") {
+		p.Add(path, "must be host:port (for example 127.0.0.1:9464, [::1]:9464 or :9464)")
+		return
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		p.Addf(path, "port must be between 1 and 65535 (got %q)", port)
+	}
+}
+
+func (mm *MessageMetadata) validate(p *fields.Problems) {
+	mm.Labels.Default = normaliseLabels("message_metadata.labels.default", mm.Labels.Default, p)
+	for i := range mm.Rules {
+		r := &mm.Rules[i]
+		path := fields.Index("message_metadata.rules", i)
+		if r.Subject != "" {
+			checkPattern(path+".subject", r.Subject, p)
+		}
+		if !r.HasPriority && !r.HasClassification && !r.HasLabels {
+			p.Add(path, "must set at least one of priority, classification, labels")
+		}
+		r.Labels = normaliseLabels(path+".labels", r.Labels, p)
+	}
+}
+
+// normaliseLabels applies data-shapes §2.4: items trimmed, empty ones
+// dropped, duplicates dropped keeping the first. A string value was already
+// split on ';' by the decoder, so an item still holding ';' came from an
+// array, where it is not allowed.
+func normaliseLabels(path string, in []string, p *fields.Problems) []string {
+	out := []string{}
+	for i, l := range in {
+		if strings.Contains(l, ";") {
+			p.Add(fields.Index(path, i), "must not contain ';'")
+			continue
+		}
+		if fields.HasControl(l) {
+			p.Add(fields.Index(path, i), "must not contain control characters")
+			continue
+		}
+		l = strings.TrimSpace(l)
+		if l != "" && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (e *Encryption) validate(p *fields.Problems) {
+	checkKeySources("encryption", e.KeyB64, e.KeyB64Env, e.KeyB64File, p)
+	if e.Algorithm == "aes-256-gcm" && e.NonceSizeBytes < 8 {
+		p.Addf("encryption.nonce_size_bytes", "must be between 8 and 13 for aes-256-gcm (got %d)", e.NonceSizeBytes)
+	}
+	if e.Enabled && !e.HasKey() {
+		p.Add("encryption", "key_b64_env or key_b64 is required because encryption.enabled is true")
+	}
+	for i := range e.Rules {
+		r := &e.Rules[i]
+		path := fields.Index("encryption.rules", i)
+		if r.Subject != "" {
+			checkPattern(path+".subject", r.Subject, p)
+		}
+		checkKeySources(path, r.KeyB64, r.KeyB64Env, r.KeyB64File, p)
+		alg, nonce := e.Algorithm, e.NonceSizeBytes
+		if r.Algorithm != nil {
+			alg = *r.Algorithm
+		}
+		if r.NonceSizeBytes != nil {
+			nonce = *r.NonceSizeBytes
+		}
+		if alg == "aes-256-gcm" && nonce < 8 {
+			switch {
+			case r.NonceSizeBytes != nil:
+				p.Addf(path+".nonce_size_bytes", "must be between 8 and 13 for aes-256-gcm (got %d)", nonce)
+			case r.Algorithm != nil:
+				p.Addf(path+".algorithm", "aes-256-gcm requires nonce_size_bytes between 8 and 13 (inherited %d)", nonce)
+			}
+		}
+		if r.Enabled && !r.HasKey() && !e.HasKey() {
+			p.Add(path, "key_b64_env or key_b64 is required because no top-level encryption key is configured")
+		}
+	}
+}
+
+// checkKeySources checks that one key has at most one source and that
+// direct key material decodes to an AES-256 key; key material is never
+// echoed.
+func checkKeySources(path string, value *Secret, envName, fileName *string, p *fields.Problems) {
+	if countSet(value != nil, envName != nil, fileName != nil) > 1 {
+		p.Add(path+".key_b64", "set only one of key_b64, key_b64_env, key_b64_file")
+	}
+	if value != nil {
+		if _, err := DecodeKey(*value); err != nil {
+			p.Add(path+".key_b64", err.Error())
+		}
+	}
+	if envName != nil && *envName != "" && !envVarName.MatchString(*envName) {
+		p.Addf(path+".key_b64_env", "must be an environment variable name (got %q)", *envName)
+	}
+}
+
+// envVarName is deliberately looser than the header maps' rule: upstream
+// accepted any non-blank name here, so only whitespace, '=' and controls
+// are refused.
+var envVarName = regexp.MustCompile(`^[^\s=\x00-\x1f]+$`)
+
+func (t *Tracing) validate(p *fields.Problems) {
+	if t.Endpoint != nil {
+		const path = "tracing.endpoint"
+		u, err := url.Parse(*t.Endpoint)
+		switch {
+		case err != nil || fields.HasControl(*t.Endpoint):
+			p.Add(path, "must be an http:// or https:// URL")
+		case u.Scheme != "http" && u.Scheme != "https":
+			p.Add(path, "must be an http:// or https:// URL")
+		case u.Hostname() == "":
+			p.Add(path, "must include a host")
+		case u.User != nil:
+			p.Add(path, "must not include credentials; use tracing.headers_env")
+		case u.Port() != "" && !validPort(u.Port()):
+			p.Addf(path, "port must be between 1 and 65535 (got %q)", u.Port())
+		}
+		if t.Exporter == "stdout" {
+			p.Add(path, `must not be set with exporter "stdout"`)
+		}
+	}
+	seen := map[string]string{}
+	for _, name := range sortedKeys(t.HeadersEnv) {
+		if strings.TrimSpace(name) != name || !headerName.MatchString(name) {
+			p.Add("tracing.headers_env."+name, "invalid header name")
+			continue
+		}
+		if other, dup := seen[strings.ToLower(name)]; dup {
+			p.Addf("tracing.headers_env."+name, "duplicate header name (same as %q ignoring case)", other)
+		}
+		seen[strings.ToLower(name)] = name
+	}
+}
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1 && n <= 65535
+}

@@ -1,0 +1,417 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/builtin"
+	"github.com/nats-sinks/nats-sink/sinks/file"
+)
+
+// benchOptions are the bench command's flags (cli.md §10).
+type benchOptions struct {
+	server       string
+	configPath   string
+	messages     int
+	payloadBytes int
+	batchSize    int
+	inFlight     int
+	sinks        []string
+	encrypt      bool
+	format       string
+	keep         bool
+}
+
+// benchRow is one line of the bench table.
+type benchRow struct {
+	Phase   string
+	Msgs    int
+	Seconds float64
+}
+
+func (r benchRow) rate() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.Msgs) / r.Seconds
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func runBench(env *Env, args []string) int {
+	fs := newFlags(env, "bench", "[flags]")
+	var o benchOptions
+	var sinks stringList
+	fs.StringVar(&o.server, "server", "embedded", "target server URL, or embedded")
+	fs.StringVar(&o.configPath, "config", "", "use this configuration's connection, sink, delivery and encryption")
+	fs.IntVar(&o.messages, "messages", 100000, "messages published")
+	fs.IntVar(&o.payloadBytes, "payload-bytes", 256, "JSON payload size in bytes")
+	fs.IntVar(&o.batchSize, "batch-size", 500, "delivery.batch_size")
+	fs.IntVar(&o.inFlight, "in-flight", 4, "delivery.max_in_flight_batches")
+	fs.Var(&sinks, "sink", "null, file or sqlite; repeatable, one pipeline phase each")
+	fs.BoolVar(&o.encrypt, "encrypt", false, "encrypt all subjects with a random key")
+	fs.StringVar(&o.format, "format", "text", "text or json")
+	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
+	pos, code := parseFlags(env, fs, args)
+	if code >= 0 {
+		return code
+	}
+	o.sinks = sinks
+	if len(o.sinks) == 0 {
+		o.sinks = []string{"null"}
+	}
+	if err := o.check(); err != nil || len(pos) > 0 {
+		if err == nil {
+			err = fmt.Errorf("unexpected arguments: %s", strings.Join(pos, " "))
+		}
+		fmt.Fprintf(env.Stderr, "nats-sink bench: %v\n", err)
+		fs.Usage()
+		return exitConfig
+	}
+	ctx, stop := env.Signals(context.Background())
+	defer stop()
+	rows, header, err := o.run(ctx, env)
+	if err != nil {
+		if isConfigError(err) {
+			fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
+			return exitConfig
+		}
+		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+		return exitRuntime
+	}
+	printBench(env.Stdout, o.format, header, rows)
+	return exitOK
+}
+
+func (o *benchOptions) check() error {
+	switch {
+	case o.messages < 1:
+		return errors.New("--messages must be at least 1")
+	case o.payloadBytes < 16 || o.payloadBytes > 8<<20:
+		return errors.New("--payload-bytes must be between 16 and 8388608")
+	case o.batchSize < 1 || o.batchSize > 10000:
+		return errors.New("--batch-size must be between 1 and 10000")
+	case o.inFlight < 1 || o.inFlight > 64:
+		return errors.New("--in-flight must be between 1 and 64")
+	case o.format != "text" && o.format != "json":
+		return errors.New("--format must be text or json")
+	}
+	for _, s := range o.sinks {
+		if s != "null" && s != "file" && s != "sqlite" {
+			return fmt.Errorf("--sink must be null, file or sqlite (got %q)", s)
+		}
+		if s == "sqlite" {
+			return errors.New("--sink sqlite: the sqlite sink is not built yet")
+		}
+	}
+	return nil
+}
+
+// benchPayload returns a JSON object of exactly n bytes.
+func benchPayload(i, n int) []byte {
+	head := fmt.Appendf(nil, `{"i":%d,"pad":"`, i)
+	pad := n - len(head) - 2
+	if pad < 0 {
+		pad = 0
+	}
+	b := append(head, strings.Repeat("x", pad)...)
+	return append(b, '"', '}')
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n/2)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// benchTarget is the stream a bench run uses.
+type benchTarget struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stream  string
+	subject string // prefix; messages go to subject + ".m"
+	tmp     string
+	where   string
+}
+
+func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, error) {
+	tmp, err := os.MkdirTemp("", "nats-sink-bench-")
+	if err != nil {
+		return nil, "", err
+	}
+	if !o.keep {
+		defer os.RemoveAll(tmp)
+	}
+	t := &benchTarget{tmp: tmp}
+	url := o.server
+	t.where = url
+	if o.server == "embedded" {
+		s, err := natstest.Start(tmp + "/nats")
+		if err != nil {
+			return nil, "", fmt.Errorf("start embedded nats-server: %w", err)
+		}
+		defer s.Shutdown()
+		url = s.ClientURL()
+		t.where = "embedded NATS"
+	}
+	t.nc, err = nats.Connect(url, nats.Name("nats-sink bench"))
+	if err != nil {
+		return nil, "", fmt.Errorf("connect to %s: %w", redactURL(url), err)
+	}
+	defer t.nc.Close()
+	t.js, err = jetstream.New(t.nc)
+	if err != nil {
+		return nil, "", err
+	}
+	id := randomHex(8)
+	t.stream = "NATS_SINKS_BENCH_" + strings.ToUpper(id)
+	t.subject = "nats-sinks-bench." + id
+	if _, err := t.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: t.stream, Subjects: []string{t.subject + ".>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return nil, "", fmt.Errorf("create stream %s: %w", t.stream, err)
+	}
+	if !o.keep {
+		defer t.js.DeleteStream(context.WithoutCancel(ctx), t.stream)
+	}
+
+	header := fmt.Sprintf("nats-sink bench — %s, %d msgs × %d B, batch %d, in-flight %d, sink %s",
+		t.where, o.messages, o.payloadBytes, o.batchSize, o.inFlight, strings.Join(o.sinks, ","))
+	var rows []benchRow
+
+	row, err := o.publish(ctx, t)
+	if err != nil {
+		return nil, "", err
+	}
+	rows = append(rows, row)
+
+	row, err = o.ceiling(ctx, t)
+	if err != nil {
+		return nil, "", err
+	}
+	rows = append(rows, row)
+	limit := 10*time.Duration(row.Seconds*float64(time.Second)) + 30*time.Second
+
+	for i, s := range o.sinks {
+		if s == "file" {
+			row, err := o.bareFiles(ctx, t)
+			if err != nil {
+				return nil, "", err
+			}
+			rows = append(rows, row)
+		}
+		row, err := o.pipeline(ctx, env, t, s, i, limit)
+		if err != nil {
+			return nil, "", err
+		}
+		rows = append(rows, row)
+	}
+	return rows, header, nil
+}
+
+// publish sends o.messages messages with async publish and waits for every
+// PubAck.
+func (o *benchOptions) publish(ctx context.Context, t *benchTarget) (benchRow, error) {
+	start := time.Now()
+	for i := 0; i < o.messages; i++ {
+		if _, err := t.js.PublishAsync(t.subject+".m", benchPayload(i, o.payloadBytes)); err != nil {
+			return benchRow{}, fmt.Errorf("publish: %w", err)
+		}
+	}
+	select {
+	case <-t.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return benchRow{}, ctx.Err()
+	case <-time.After(5 * time.Minute):
+		return benchRow{}, errors.New("publish: PubAcks did not arrive within 5 minutes")
+	}
+	return benchRow{"publish", o.messages, time.Since(start).Seconds()}, nil
+}
+
+// ceiling is the raw consume+ACK loop: fetch a batch, plain-ACK each message,
+// no envelope or sink work. It is the upper bound for any pipeline.
+func (o *benchOptions) ceiling(ctx context.Context, t *benchTarget) (benchRow, error) {
+	c, err := t.js.CreateOrUpdateConsumer(ctx, t.stream, jetstream.ConsumerConfig{
+		Durable: "bench-ceiling", AckPolicy: jetstream.AckExplicitPolicy,
+		MaxAckPending: o.batchSize * (o.inFlight + 1),
+	})
+	if err != nil {
+		return benchRow{}, fmt.Errorf("create ceiling consumer: %w", err)
+	}
+	start := time.Now()
+	acked := 0
+	for acked < o.messages {
+		if err := ctx.Err(); err != nil {
+			return benchRow{}, err
+		}
+		batch, err := c.Fetch(min(o.batchSize, o.messages-acked), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return benchRow{}, fmt.Errorf("ceiling fetch: %w", err)
+		}
+		for m := range batch.Messages() {
+			if err := m.Ack(); err != nil {
+				return benchRow{}, fmt.Errorf("ceiling ack: %w", err)
+			}
+			acked++
+		}
+	}
+	if err := t.nc.Flush(); err != nil {
+		return benchRow{}, err
+	}
+	return benchRow{"consume+ack ceiling", o.messages, time.Since(start).Seconds()}, nil
+}
+
+// bareFiles creates the same number of files the file sink would, the same
+// way, with no NATS: the disk's bound for the file pipeline.
+func (o *benchOptions) bareFiles(ctx context.Context, t *benchTarget) (benchRow, error) {
+	dir, err := os.MkdirTemp(t.tmp, "bare-")
+	if err != nil {
+		return benchRow{}, err
+	}
+	// A file record is about 1.5 KB for a 256-byte payload; use the record
+	// size so the bare loop writes what the sink writes.
+	size := o.payloadBytes + 1300
+	start := time.Now()
+	if err := file.BareLoop(ctx, dir, o.messages, size, true); err != nil {
+		return benchRow{}, fmt.Errorf("bare file loop: %w", err)
+	}
+	return benchRow{"files (bare)", o.messages, time.Since(start).Seconds()}, nil
+}
+
+func printBench(w io.Writer, format, header string, rows []benchRow) {
+	var ceiling float64
+	for _, r := range rows {
+		if r.Phase == "consume+ack ceiling" {
+			ceiling = r.rate()
+		}
+	}
+	pct := func(r benchRow) string {
+		if r.Phase == "publish" || ceiling == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", 100*r.rate()/ceiling)
+	}
+	if format == "json" {
+		var list []any
+		for _, r := range rows {
+			item := map[string]any{"phase": r.Phase, "msgs": r.Msgs, "seconds": r.Seconds, "msgs_per_second": r.rate()}
+			if p := pct(r); p != "-" {
+				item["percent_of_ceiling"] = 100 * r.rate() / ceiling
+			}
+			list = append(list, item)
+		}
+		w.Write(append(jsonx.Marshal(map[string]any{"title": header, "rows": list}, jsonx.UTF8), '\n'))
+		return
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintf(w, "%-25s %-8s %-9s %-10s %s\n", "PHASE", "MSGS", "SECONDS", "MSGS/S", "% OF CEILING")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-25s %-8d %-9.3f %-10.0f %s\n", r.Phase, r.Msgs, r.Seconds, r.rate(), pct(r))
+	}
+}
+
+// redactURL drops user information from a URL before it is printed.
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i >= 0 {
+		if j := strings.Index(u, "://"); j >= 0 && j < i {
+			return u[:j+3] + "********" + u[i:]
+		}
+		return "********" + u[i:]
+	}
+	return u
+}
+
+// nullSink commits everything without writing: the pipeline phase with it
+// measures the runner's own overhead.
+type nullSink struct{}
+
+func (nullSink) Type() string { return "null" }
+func (nullSink) WriteBatch(_ context.Context, b []*sink.Envelope) []sink.Result {
+	res := make([]sink.Result, len(b))
+	for i := range res {
+		res[i] = sink.Ok
+	}
+	return res
+}
+func (nullSink) Stop(context.Context) error { return nil }
+
+// pipeline runs one full runner with the given sink over all messages and
+// times it until the consumer's ack floor reaches the last message.
+func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, sinkType string, i int, limit time.Duration) (benchRow, error) {
+	consumer := fmt.Sprintf("bench-pipeline-%d-%s", i, sinkType)
+	sinkJSON := `{"type": "file", "directory": "unused"}`
+	if sinkType == "file" {
+		dir, err := os.MkdirTemp(t.tmp, "file-sink-")
+		if err != nil {
+			return benchRow{}, err
+		}
+		sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
+	}
+	doc := fmt.Sprintf(`{
+  "nats": {"url": "nats://127.0.0.1:4222", "stream": %q, "consumer": %q, "subject": %q},
+  "consumer_management": {"max_ack_pending": %d},
+  "delivery": {"batch_size": %d, "max_in_flight_batches": %d, "batch_timeout_ms": 200},
+  "logging": {"level": "ERROR"},
+  "sink": %s}`, t.stream, consumer, t.subject+".>", o.batchSize*(o.inFlight+1), o.batchSize, o.inFlight, sinkJSON)
+	cfg, err := config.Parse([]byte(doc), "bench", builtin.Registry(), nil)
+	if err != nil {
+		return benchRow{}, fmt.Errorf("bench configuration: %w", err)
+	}
+	po := pipelineOptions{env: config.Env(env.Getenv), log: telemetry.NewLogger(env.Stderr, "text", "ERROR"), conn: t.nc}
+	if sinkType == "null" {
+		po.sink = nullSink{}
+	}
+	p, err := startPipeline(ctx, cfg, po)
+	if err != nil {
+		return benchRow{}, err
+	}
+	defer p.close(context.WithoutCancel(ctx), 10*time.Second)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	start := time.Now()
+	go func() { runErr <- p.runner.Run(runCtx) }()
+	c, err := t.js.Consumer(ctx, t.stream, consumer)
+	if err != nil {
+		return benchRow{}, err
+	}
+	for {
+		info, err := c.Info(ctx)
+		if err == nil && info.AckFloor.Stream >= uint64(o.messages) && info.NumAckPending == 0 {
+			break
+		}
+		if time.Since(start) > limit {
+			return benchRow{}, fmt.Errorf("pipeline (%s): not every message was acknowledged within %v", sinkType, limit)
+		}
+		select {
+		case err := <-runErr:
+			return benchRow{}, fmt.Errorf("pipeline (%s) stopped: %v", sinkType, err)
+		case <-ctx.Done():
+			return benchRow{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	stop()
+	<-runErr
+	return benchRow{fmt.Sprintf("pipeline (%s)", sinkType), o.messages, elapsed.Seconds()}, nil
+}

@@ -1,0 +1,381 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/metadata"
+	"github.com/nats-sinks/nats-sink/internal/seal"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/runner"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/file"
+)
+
+// startError is a start-up failure with its exit class: configuration
+// problems found while starting (missing secret, consumer drift, missing DLQ
+// stream) exit 2, everything else exits 1 (runtime §2, §17).
+type startError struct {
+	config bool
+	err    error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+func configFailure(err error) error  { return &startError{config: true, err: err} }
+func runtimeFailure(err error) error { return &startError{err: err} }
+
+// classify wraps err as a configuration failure when it is one.
+func classify(err error) error {
+	var ce *runner.ConfigError
+	if isConfigError(err) || errors.As(err, &ce) {
+		return configFailure(err)
+	}
+	return runtimeFailure(err)
+}
+
+// exitCode prints a start-up or runtime failure and returns its exit code.
+func exitCode(env *Env, err error) int {
+	var se *startError
+	if errors.As(err, &se) && se.config {
+		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", se.err)
+		return exitConfig
+	}
+	fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+	return exitRuntime
+}
+
+// pipeline is one configured runner with its connection and sink. run, demo
+// and bench build theirs the same way.
+type pipeline struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	metrics *telemetry.Metrics // registered for export only when metrics.enabled
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	sink    sink.Sink
+	spec    runner.ConsumerSpec
+	runner  *runner.Runner
+}
+
+// unsupportedYet rejects configuration that loads but whose runtime feature
+// is not built yet, rather than silently ignoring it.
+func unsupportedYet(cfg *config.Config) error {
+	var p []config.Problem
+	add := func(path string, on bool) {
+		if on {
+			p = append(p, config.Problem{Path: path, Message: "is not available in this build of nats-sink yet"})
+		}
+	}
+	add("delivery.priority_lanes.enabled", cfg.Delivery.PriorityLanes.Enabled)
+	add("delivery.in_progress.enabled", cfg.Delivery.InProgress.Enabled)
+	add("delivery.ack_confirmation.enabled", cfg.Delivery.AckConfirmation.Enabled)
+	add("tracing.enabled", cfg.Tracing.Enabled)
+	if len(p) == 0 {
+		return nil
+	}
+	return &config.Error{Problems: p}
+}
+
+// sealPolicy builds the encryption policy, reading key material now (start-up
+// step 4). It returns nil when no subject can be encrypted.
+func sealPolicy(e *config.Encryption, env config.Env) (*seal.Policy, error) {
+	if !e.Enabled && len(e.Rules) == 0 {
+		return nil, nil
+	}
+	top := seal.Settings{Enabled: e.Enabled, Algorithm: e.Algorithm, KeyID: e.KeyID,
+		NonceSize: e.NonceSizeBytes, TagLength: e.TagLength}
+	if key, ok, err := e.EncryptionKey(env); err != nil {
+		return nil, err
+	} else if ok {
+		top.Key = key
+	}
+	var rules []seal.Rule
+	for i, r := range e.Rules {
+		sr := seal.Rule{Subject: r.Subject, Settings: top}
+		sr.Settings.Enabled = r.Enabled
+		if r.Algorithm != nil {
+			sr.Settings.Algorithm, sr.Set = *r.Algorithm, sr.Set|seal.SetAlgorithm
+		}
+		if r.KeyID != nil {
+			sr.Settings.KeyID, sr.Set = *r.KeyID, sr.Set|seal.SetKeyID
+		}
+		if r.NonceSizeBytes != nil {
+			sr.Settings.NonceSize, sr.Set = *r.NonceSizeBytes, sr.Set|seal.SetNonceSize
+		}
+		if r.TagLength != nil {
+			sr.Settings.TagLength, sr.Set = *r.TagLength, sr.Set|seal.SetTagLength
+		}
+		if r.Enabled && r.HasKey() {
+			key, _, err := e.RuleKey(i, env)
+			if err != nil {
+				return nil, err
+			}
+			sr.Settings.Key, sr.Set = key, sr.Set|seal.SetKey
+		}
+		rules = append(rules, sr)
+	}
+	p, err := seal.NewPolicy(top, rules)
+	if err != nil {
+		return nil, configFailure(err)
+	}
+	return p, nil
+}
+
+// metadataResolver maps message_metadata onto the resolver.
+func metadataResolver(m *config.MessageMetadata) *metadata.Resolver {
+	r := &metadata.Resolver{
+		Priority:       metadata.Field{Header: m.Priority.Header, Default: deref(m.Priority.Default)},
+		Classification: metadata.Field{Header: m.Classification.Header, Default: deref(m.Classification.Default)},
+		Labels:         metadata.LabelsField{Header: m.Labels.Header, Default: m.Labels.Default},
+	}
+	for _, rule := range m.Rules {
+		mr := metadata.Rule{Subject: rule.Subject}
+		if rule.HasPriority {
+			mr.Priority = ptr(deref(rule.Priority))
+		}
+		if rule.HasClassification {
+			mr.Classification = ptr(deref(rule.Classification))
+		}
+		if rule.HasLabels {
+			labels := rule.Labels
+			mr.Labels = &labels
+		}
+		r.Rules = append(r.Rules, mr)
+	}
+	return r
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// consumerSpec maps nats and consumer_management onto the runner's spec.
+func consumerSpec(cfg *config.Config) runner.ConsumerSpec {
+	cm := &cfg.ConsumerManagement
+	s := runner.ConsumerSpec{
+		Stream: cfg.NATS.Stream, Name: cfg.NATS.Consumer, Subject: cfg.NATS.Subject,
+		Ephemeral: !cfg.NATS.Durable, Mode: cm.Mode, FilterSubjects: cm.FilterSubjects,
+		DeliverPolicy: cm.DeliverPolicy, ReplayPolicy: cm.ReplayPolicy,
+		MaxDeliver: cm.MaxDeliver, MaxAckPending: cm.MaxAckPending, MaxWaiting: cm.MaxWaiting,
+		HeadersOnly: cm.HeadersOnly, Replicas: cm.NumReplicas, MemoryStorage: cm.MemoryStorage,
+		Metadata: cm.Metadata,
+	}
+	if cm.AckWaitSeconds != nil {
+		s.AckWait = ptr(seconds(*cm.AckWaitSeconds))
+	}
+	if cm.BackoffSeconds != nil {
+		for _, b := range *cm.BackoffSeconds {
+			s.BackOff = append(s.BackOff, seconds(b))
+		}
+	}
+	return s
+}
+
+// openSink opens the configured sink, passing runtime settings the sink
+// needs from other sections.
+func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, error) {
+	op := cfg.Sink.Opener
+	if fc, ok := op.(file.Config); ok {
+		// Stale temp files are only removed when older than twice the drain
+		// bound, so another live process's temp file is never touched.
+		fc.TempMaxAge = 2 * ms(max(cfg.Delivery.ShutdownTimeoutMS, 1000))
+		op = fc
+	}
+	return op.Open(ctx)
+}
+
+// pipelineOptions carries what differs between run, demo and bench.
+type pipelineOptions struct {
+	env      config.Env
+	log      *slog.Logger
+	registry prometheus.Registerer // nil: metrics unregistered (demo, bench)
+	// conn, when set, is used instead of connecting from the nats section.
+	conn *nats.Conn
+	// sink, when set, replaces the configured sink (bench's null sink).
+	sink sink.Sink
+}
+
+// startPipeline runs start-up steps 4–9 of runtime §2 for cfg. On error
+// everything opened so far is closed again.
+func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (_ *pipeline, err error) {
+	if err := unsupportedYet(cfg); err != nil {
+		return nil, configFailure(err)
+	}
+	p := &pipeline{cfg: cfg, log: o.log}
+	defer func() {
+		if err != nil {
+			p.close(context.WithoutCancel(ctx), time.Second)
+		}
+	}()
+	// Metrics are always counted (demo and bench read them); they are
+	// registered for export only when metrics.enabled.
+	var reg prometheus.Registerer
+	if cfg.Metrics.Enabled {
+		reg = o.registry
+	}
+	if p.metrics, err = telemetry.NewMetrics(reg, cfg.Metrics.Namespace); err != nil {
+		return nil, runtimeFailure(err)
+	}
+
+	// Step 4: secrets and key material.
+	policy, err := sealPolicy(&cfg.Encryption, o.env)
+	if err != nil {
+		return nil, classify(err)
+	}
+	var natsOpts []nats.Option
+	if o.conn == nil {
+		if natsOpts, err = natsOptions(&cfg.NATS, o.env, o.log, p.metrics); err != nil {
+			return nil, classify(err)
+		}
+	}
+
+	// Step 5: the sink.
+	if o.sink != nil {
+		p.sink = o.sink
+	} else if p.sink, err = openSink(ctx, cfg); err != nil {
+		return nil, classify(fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err))
+	}
+
+	// Step 6: NATS.
+	if o.conn != nil {
+		p.nc = o.conn
+	} else {
+		p.nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
+		if err != nil {
+			return nil, runtimeFailure(fmt.Errorf("connect to NATS: %w", err))
+		}
+	}
+	p.metrics.NATSConnected.Set(1)
+	if p.js, err = newJetStream(p.nc, &cfg.NATS); err != nil {
+		return nil, runtimeFailure(err)
+	}
+
+	// Step 7: the DLQ stream.
+	var dlqStream string
+	if cfg.DeadLetter.Enabled {
+		dlqStream, err = runner.CheckDLQ(ctx, p.js, *cfg.DeadLetter.Subject)
+		var ce *runner.ConfigError
+		if errors.As(err, &ce) {
+			return nil, configFailure(err)
+		} else if err != nil {
+			o.log.Warn("dead-letter stream lookup not permitted; skipping the check", "component", "dlq", "error", err.Error())
+		}
+	}
+
+	// Step 8: consumer management.
+	p.spec = consumerSpec(cfg)
+	consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
+	if err != nil {
+		return nil, classify(err)
+	}
+	o.log.Info("consumer ready", "component", "consumer", "action", action,
+		"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer)
+	info := consumer.CachedInfo()
+	if info != nil && dlqStream != "" {
+		if w := runner.DLQWindowWarning(ctx, p.js, dlqStream, info); w != "" {
+			o.log.Warn(w, "component", "dlq")
+		}
+	}
+
+	// Step 9: batch size against the consumer's max_batch, capacity warning.
+	if info != nil {
+		if mb := info.Config.MaxRequestBatch; mb > 0 && cfg.Delivery.BatchSize > mb {
+			return nil, configFailure(&config.Error{Problems: []config.Problem{{
+				Path: "delivery.batch_size", Message: fmt.Sprintf("exceeds the consumer's max_batch %d", mb)}}})
+		}
+		capacity := cfg.Delivery.BatchSize * cfg.Delivery.MaxInFlightBatches
+		if map_ := info.Config.MaxAckPending; map_ > 0 && map_ < capacity {
+			o.log.Warn(fmt.Sprintf("consumer max_ack_pending %d is below max_in_flight_batches × batch_size = %d; fetching will stall", map_, capacity),
+				"component", "consumer")
+		}
+	}
+
+	p.runner = newRunner(cfg, p, consumer, policy)
+	return p, nil
+}
+
+// newRunner maps the configuration onto a Runner.
+func newRunner(cfg *config.Config, p *pipeline, consumer jetstream.Consumer, policy *seal.Policy) *runner.Runner {
+	d := &cfg.Delivery
+	r := &runner.Runner{
+		Consumer:     consumer,
+		JetStream:    p.js,
+		Conn:         p.nc,
+		Sink:         p.sink,
+		Metadata:     metadataResolver(&cfg.MessageMetadata),
+		ConsumerName: cfg.NATS.Consumer,
+		BatchSize:    d.BatchSize,
+		BatchTimeout: ms(d.BatchTimeoutMS),
+		MaxInFlight:  d.MaxInFlightBatches,
+		Retry: runner.Retry{
+			MaxRetries: ptr(d.MaxRetries), Backoff: ptr(ms(d.RetryBackoffMS)), MaxBackoff: ptr(ms(d.RetryBackoffMaxMS)),
+			Mode: d.RetryBackoffMode, Multiplier: d.RetryBackoffMultiplier, Jitter: d.RetryJitter,
+		},
+		TemporaryAction: d.TemporaryFailureAction,
+		Isolation:       d.PermanentFailureIsolation,
+		ShutdownTimeout: ptr(ms(d.ShutdownTimeoutMS)),
+		FailFast:        d.FailFast,
+		Metrics:         p.metrics,
+		Logger:          p.log,
+	}
+	if policy != nil {
+		r.Encrypt = policy.Seal
+	}
+	if dl := &cfg.DeadLetter; dl.Enabled {
+		r.DeadLetter = &runner.DeadLetter{
+			Subject: *dl.Subject, IncludePayload: dl.IncludePayload, IncludeHeaders: dl.IncludeHeaders,
+			IncludeError: dl.IncludeError, TermAfterPublish: dl.AckTermAfterPublish,
+			OnMaxDeliver: dl.OnMaxDeliver, PublishTimeout: ms(dl.PublishTimeoutMS),
+		}
+	}
+	return r
+}
+
+// close stops the sink and drains the connection (if the pipeline owns it),
+// each bounded by budget (runtime §14).
+func (p *pipeline) close(ctx context.Context, budget time.Duration) {
+	if p.sink != nil {
+		sctx, cancel := context.WithTimeout(ctx, budget)
+		if err := p.sink.Stop(sctx); err != nil {
+			p.log.Warn("sink stop failed", "component", "sink", "error", err.Error())
+		}
+		cancel()
+	}
+}
+
+// drainConn drains and closes nc within budget.
+func drainConn(nc *nats.Conn, budget time.Duration) {
+	if nc == nil || nc.IsClosed() {
+		return
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	deadline := time.Now().Add(budget)
+	for !nc.IsClosed() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	nc.Close()
+}

@@ -1,0 +1,210 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/runner"
+)
+
+func runRun(env *Env, args []string) int {
+	fs := newFlags(env, "run", "CONFIG [--log-level LEVEL] [--dry-run]")
+	logLevel := fs.String("log-level", "", "override logging.level (DEBUG, INFO, WARNING, ERROR, CRITICAL)")
+	dryRun := fs.Bool("dry-run", false, "validate and stop before opening NATS or sink connections")
+	pos, code := parseFlags(env, fs, args)
+	if code >= 0 {
+		return code
+	}
+	path, ok := oneConfigArg(env, fs, pos)
+	if !ok {
+		return exitConfig
+	}
+	cfg, code := loadConfig(env, path)
+	if cfg == nil {
+		return code
+	}
+	if *logLevel != "" {
+		if _, err := telemetry.ParseLevel(*logLevel); err != nil {
+			fmt.Fprintf(env.Stderr, "Configuration error: --log-level: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL (got %q)\n", *logLevel)
+			return exitConfig
+		}
+		cfg.Logging.Level = *logLevel
+	}
+	printSinkHeader(env, cfg)
+	if *dryRun {
+		fmt.Fprintln(env.Stdout, "Dry run complete; no NATS or sink connections opened.")
+		return exitOK
+	}
+
+	// First SIGINT/SIGTERM: graceful drain. Second: exit 1 at once, nothing
+	// further acknowledged (runtime §14).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan int, 1)
+	var shutdownRequested atomic.Bool
+	go func() { done <- runProcess(ctx, env, cfg, &shutdownRequested) }()
+	select {
+	case code := <-done:
+		return code
+	case <-sigs:
+	}
+	shutdownRequested.Store(true)
+	stop()
+	select {
+	case code := <-done:
+		return code
+	case <-sigs:
+		fmt.Fprintln(env.Stderr, "Runtime error: forced shutdown")
+		return exitRuntime
+	}
+}
+
+// runProcess is `run` after loading: start-up (runtime §2), the runner, and
+// the shutdown sequence (§14). It returns the exit code.
+func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownRequested *atomic.Bool) int {
+	log := telemetry.NewLogger(env.Stderr, cfg.Logging.Format, cfg.Logging.Level)
+	d := cfg.Delivery
+
+	// Step 2–3: metrics registry and the HTTP endpoint (not ready yet).
+	reg := telemetry.NewRegistry()
+	if cfg.Metrics.Enabled {
+		if err := telemetry.RegisterBuildInfo(reg, cfg.Metrics.Namespace, Version, Commit); err != nil {
+			fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+			return exitRuntime
+		}
+	}
+	// live is the started pipeline, read by the HTTP endpoint's goroutines.
+	var live atomic.Pointer[pipeline]
+	ready := func() telemetry.Readiness {
+		if p := live.Load(); p != nil {
+			return p.readiness()
+		}
+		return telemetry.Readiness{}
+	}
+	if cfg.Metrics.Listen != nil {
+		opts := telemetry.HandlerOptions{Ready: ready, Logger: log.With("component", "http")}
+		if cfg.Metrics.Enabled {
+			opts.Gatherer = reg
+		}
+		srv, err := telemetry.Listen(*cfg.Metrics.Listen, telemetry.NewHandler(opts))
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "Runtime error: metrics.listen: %v\n", err)
+			return exitRuntime
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+	}
+
+	log.Info("starting", "component", "supervisor", "version", Version, "sink", cfg.Sink.Type,
+		"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer, "subject", cfg.NATS.Subject,
+		"durable", cfg.NATS.Durable, "mode", cfg.ConsumerManagement.Mode, "batch_size", d.BatchSize,
+		"in_flight", d.MaxInFlightBatches, "dlq", cfg.DeadLetter.Enabled,
+		"encryption", cfg.Encryption.Enabled || len(cfg.Encryption.Rules) > 0,
+		"tracing", cfg.Tracing.Enabled, "metrics_listen", deref(cfg.Metrics.Listen))
+
+	startCtx, cancelStart := context.WithTimeout(ctx, 2*time.Minute)
+	p, err := startPipeline(startCtx, cfg, pipelineOptions{env: config.Env(env.Getenv), log: log, registry: reg})
+	cancelStart()
+	if err != nil {
+		if ctx.Err() != nil && shutdownRequested.Load() {
+			fmt.Fprintln(env.Stdout, "Shutdown requested.")
+			return exitOK
+		}
+		return exitCode(env, err)
+	}
+	live.Store(p)
+
+	var snapshotDone chan struct{}
+	snapCtx, stopSnap := context.WithCancel(context.Background())
+	if cfg.Metrics.Enabled && cfg.Metrics.SnapshotFile != nil {
+		w := &telemetry.SnapshotWriter{Metrics: p.metrics, Path: *cfg.Metrics.SnapshotFile, Logger: log.With("component", "supervisor")}
+		snapshotDone = make(chan struct{})
+		go func() { defer close(snapshotDone); w.Run(snapCtx) }()
+	}
+
+	log.Info("ready", "component", "supervisor")
+	runErr := p.runUntilDone(ctx)
+
+	// Shutdown (runtime §14): the runner has drained within
+	// shutdown_timeout_ms; the rest gets what is left of the 5 s margin,
+	// at least 1 s each.
+	deadline := time.Now().Add(5 * time.Second)
+	left := func() time.Duration { return max(time.Until(deadline), time.Second) }
+	if ctx.Err() != nil {
+		log.Info("drain complete", "component", "supervisor")
+	}
+	stopSnap()
+	if snapshotDone != nil {
+		<-snapshotDone
+	}
+	p.close(context.Background(), left())
+	drainConn(p.nc, left())
+
+	switch {
+	case runErr == nil:
+		fmt.Fprintln(env.Stdout, "Shutdown requested.")
+		return exitOK
+	case errors.Is(runErr, runner.ErrConsumerNotFound):
+		return exitCode(env, configFailure(runErr))
+	default:
+		return exitCode(env, runtimeFailure(runErr))
+	}
+}
+
+// runUntilDone runs the runner until ctx ends. When the consumer disappears
+// and the mode may create it, consumer management runs once more and a new
+// runner takes over (runtime §3.1).
+func (p *pipeline) runUntilDone(ctx context.Context) error {
+	err := p.runner.Run(ctx)
+	if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral {
+		return err
+	}
+	p.log.Warn("consumer disappeared; running consumer management again", "component", "consumer")
+	consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
+	if err != nil {
+		return err
+	}
+	p.log.Info("consumer ready", "component", "consumer", "action", action)
+	// A Runner runs once: build a new one with the same settings.
+	encrypt := p.runner.Encrypt
+	p.runner = newRunner(p.cfg, p, consumer, nil)
+	p.runner.Encrypt = encrypt
+	return p.runner.Run(ctx)
+}
+
+// readiness reports /readyz (observability §2).
+func (p *pipeline) readiness() telemetry.Readiness {
+	st := p.runner.Status()
+	r := telemetry.Readiness{NATS: telemetry.CheckOK, Consumer: telemetry.CheckOK, Sink: telemetry.CheckOK, Draining: st.Draining}
+	switch {
+	case p.nc.IsConnected():
+	case p.nc.IsReconnecting(), p.nc.IsClosed():
+		r.NATS = telemetry.NATSDisconnected
+	default:
+		r.NATS = telemetry.NATSConnecting
+	}
+	switch {
+	case !st.Bound:
+		r.Consumer = telemetry.ConsumerNotBound
+	case st.FetchFailing:
+		r.Consumer = telemetry.ConsumerFetchFailing
+	}
+	if st.SinkUnhealthy {
+		r.Sink = telemetry.SinkUnhealthy
+	}
+	return r
+}

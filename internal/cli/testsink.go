@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+func runTestSink(env *Env, args []string) int {
+	fs := newFlags(env, "test-sink", "CONFIG [--dry-run]")
+	dryRun := fs.Bool("dry-run", false, "validate and construct the sink without opening it")
+	sinkName := fs.String("sink-name", "", "compatibility flag; named sinks are not supported")
+	allNamed := fs.Bool("all-named-sinks", false, "compatibility flag; named sinks are not supported")
+	pos, code := parseFlags(env, fs, args)
+	if code >= 0 {
+		return code
+	}
+	path, ok := oneConfigArg(env, fs, pos)
+	if !ok {
+		return exitConfig
+	}
+	if *sinkName != "" || *allNamed {
+		fmt.Fprintln(env.Stderr, "Configuration error: named sinks are not supported by nats-sink")
+		return exitConfig
+	}
+	cfg, code := loadConfig(env, path)
+	if cfg == nil {
+		return code
+	}
+	printSinkHeader(env, cfg)
+	if *dryRun {
+		fmt.Fprintln(env.Stdout, "Dry run complete; sink was not opened.")
+		return exitOK
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := openSink(ctx, cfg)
+	if err != nil {
+		return sinkOpenFailure(env, err, "Sink test failed")
+	}
+	if hc, ok := s.(sink.HealthChecker); ok {
+		if err := hc.Healthcheck(ctx); err != nil {
+			s.Stop(ctx)
+			fmt.Fprintf(env.Stderr, "Sink test failed: %v\n", err)
+			return exitRuntime
+		}
+	}
+	if err := s.Stop(ctx); err != nil {
+		fmt.Fprintf(env.Stderr, "Sink test failed: %v\n", err)
+		return exitRuntime
+	}
+	fmt.Fprintln(env.Stdout, "Sink test succeeded.")
+	return exitOK
+}
+
+// sinkOpenFailure prints an Open error: configuration problems (missing env
+// var, invalid root directory, key the build cannot honour) are exit 2,
+// everything else exit 1 with the given prefix (runtime §2 step 5, Q19).
+func sinkOpenFailure(env *Env, err error, prefix string) int {
+	if isConfigError(err) {
+		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
+		return exitConfig
+	}
+	fmt.Fprintf(env.Stderr, "%s: %v\n", prefix, err)
+	return exitRuntime
+}
+
+func isConfigError(err error) bool {
+	var ce *sink.ConfigError
+	var le *config.Error
+	return errors.As(err, &ce) || errors.As(err, &le) || errors.Is(err, sink.ErrConfig)
+}

@@ -1,0 +1,206 @@
+// Package fields is nats-sink's one declarative configuration decoder. Every
+// configuration section and every sink's Config is a plain Go struct that
+// already holds its defaults; Decode fills it from a jsonx tree following the
+// loading rules of spec config.md §1 (strict keys, §1.3 coercions, every
+// problem with its JSON path), and Schema generates the JSON Schema from the
+// same types, so validation and schema cannot drift apart (config.md §1.6).
+//
+// # Struct tags
+//
+// A field is decoded when it has a json tag naming its key (json:"-" skips
+// it). The other tags are rules for that key; for a slice or map they apply to
+// each item unless noted:
+//
+//	doc:"text"          description for the JSON Schema
+//	required:"true"     the key must be present ("required")
+//	min:"1" max:"10"    inclusive range for integer and number values
+//	xmin:"0"            exclusive lower bound ("must be greater than 0 ...")
+//	enum:"a,b,c"        allowed values (strings, or integers for int fields)
+//	pattern:"^re$"      strings must match (the regexp is anchored by the author)
+//	trim:"true"         trim surrounding whitespace before the other rules
+//	lower:"true"        lower-case before the other rules (upper:"true" likewise)
+//	replace:"_=-"       replace every "_" with "-" before the other rules
+//	nonblank:"true"     "must not be empty" (after trimming, if any)
+//	nopad:"true"        "must not have surrounding whitespace"
+//	nocontrol:"true"    no control characters; nocontrol:"crlf" only NUL, CR, LF
+//	maxlen:"128"        at most 128 characters
+//	blanknull:"true"    for *string: a blank value becomes null
+//	minitems, maxitems  slice length or map size bounds (the slice itself)
+//	unique:"true"       no duplicate slice items (the slice itself)
+//	null:"empty"        null is accepted and means the empty value
+//	null:"reject"       a pointer field that is only a presence marker: null is rejected
+//	strict:"true"       numbers must be real JSON numbers (no string forms)
+//	orstring:";"        a slice of strings also accepts one string, split on ";"
+//	orstring:"one"      a slice of strings also accepts one string as one item
+//	secret:"true"       Effective masks the value
+//	presence:"key"      on a bool field with json:"-": set when key is present
+//	fields:"external"   the key is known but decoded by the caller
+//
+// Pointer fields are nullable ("string or null"): null and absence leave
+// them nil. Slices of structs start each item from the element's defaults
+// when *Elem implements Defaulter.
+package fields
+
+import (
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A Defaulter sets the defaults of a struct used as a slice item, before the
+// item's object is decoded onto it.
+type Defaulter interface {
+	SetDefaults()
+}
+
+// A Validator checks cross-field rules after decoding. DecodeSink calls it on
+// its destination; config sections call their own.
+type Validator interface {
+	Validate(p *Problems)
+}
+
+type field struct {
+	name     string
+	index    int // struct field index
+	pos      int // position among decoded keys (schema order)
+	typ      reflect.Type
+	tag      reflect.StructTag
+	doc      string
+	required bool
+	external bool
+	secret   bool
+	strict   bool
+
+	min, max, xmin *float64
+	minText        string
+	maxText        string
+	xminText       string
+	enum           []string
+	pattern        *regexp.Regexp
+	trim           bool
+	lower, upper   bool
+	replaceOld     string
+	replaceNew     string
+	nonblank       bool
+	nopad          bool
+	nocontrol      string
+	maxlen         int
+	blanknull      bool
+	minitems       int
+	maxitems       int
+	unique         bool
+	nullEmpty      bool
+	nullReject     bool
+	orstring       string
+}
+
+type presenceField struct {
+	index int
+	key   string
+}
+
+type structFields struct {
+	fields   []*field
+	byName   map[string]*field
+	presence []presenceField
+}
+
+func (s *structFields) field(name string) *field { return s.byName[name] }
+
+// structInfo reads the tags of t. It is recomputed on every call rather than
+// cached in a package variable: configuration is decoded a handful of times
+// per process, and the package keeps no global state.
+func structInfo(t reflect.Type) *structFields {
+	s := &structFields{byName: map[string]*field{}}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		if key := sf.Tag.Get("presence"); key != "" {
+			s.presence = append(s.presence, presenceField{index: i, key: key})
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		f := parseField(sf)
+		f.index = i
+		f.pos = len(s.fields)
+		s.fields = append(s.fields, f)
+		s.byName[name] = f
+	}
+	return s
+}
+
+func parseField(sf reflect.StructField) *field {
+	tag := sf.Tag
+	name, _, _ := strings.Cut(tag.Get("json"), ",")
+	f := &field{
+		name:      name,
+		typ:       sf.Type,
+		tag:       tag,
+		doc:       tag.Get("doc"),
+		required:  tag.Get("required") == "true",
+		external:  tag.Get("fields") == "external",
+		secret:    tag.Get("secret") == "true",
+		strict:    tag.Get("strict") == "true",
+		trim:      tag.Get("trim") == "true",
+		lower:     tag.Get("lower") == "true",
+		upper:     tag.Get("upper") == "true",
+		nonblank:  tag.Get("nonblank") == "true",
+		nopad:     tag.Get("nopad") == "true",
+		nocontrol: tag.Get("nocontrol"),
+		blanknull: tag.Get("blanknull") == "true",
+		unique:    tag.Get("unique") == "true",
+		orstring:  tag.Get("orstring"),
+	}
+	switch tag.Get("null") {
+	case "empty":
+		f.nullEmpty = true
+	case "reject":
+		f.nullReject = true
+	}
+	f.min, f.minText = floatTag(tag, "min")
+	f.max, f.maxText = floatTag(tag, "max")
+	f.xmin, f.xminText = floatTag(tag, "xmin")
+	if e := tag.Get("enum"); e != "" {
+		f.enum = strings.Split(e, ",")
+	}
+	if p := tag.Get("pattern"); p != "" {
+		f.pattern = regexp.MustCompile(p) // a bad pattern is a programming error
+	}
+	if r := tag.Get("replace"); r != "" {
+		f.replaceOld, f.replaceNew, _ = strings.Cut(r, "=")
+	}
+	f.maxlen = intTag(tag, "maxlen")
+	f.minitems = intTag(tag, "minitems")
+	f.maxitems = intTag(tag, "maxitems")
+	return f
+}
+
+func floatTag(tag reflect.StructTag, key string) (*float64, string) {
+	s := tag.Get(key)
+	if s == "" {
+		return nil, ""
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic("fields: bad " + key + " tag " + strconv.Quote(s))
+	}
+	return &v, s
+}
+
+func intTag(tag reflect.StructTag, key string) int {
+	s := tag.Get(key)
+	if s == "" {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		panic("fields: bad " + key + " tag " + strconv.Quote(s))
+	}
+	return v
+}

@@ -1,0 +1,72 @@
+// Package jsonx is nats-sink's one JSON parser and encoder: the strict parser
+// of spec data-shapes §1.2 (payloads, encryption envelopes, configuration
+// files) and the canonical encoder of data-shapes §1 (sorted keys, compact or
+// pretty layout, utf8 or ascii flavour, Python-compatible float rendering).
+//
+// Parsed values are nil, bool, string, Integer, float64, []any and
+// map[string]any. Integers keep every digit, so Parse followed by Marshal is
+// lossless for everything except insignificant whitespace, key order and the
+// spelling of floats and escapes, which Marshal canonicalises.
+package jsonx
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Flavour selects how the encoder escapes strings.
+type Flavour int
+
+const (
+	// UTF8 escapes only '"', '\\' and U+0000–U+001F.
+	UTF8 Flavour = iota + 1
+	// ASCII additionally escapes every code point >= U+007F as \uxxxx
+	// (surrogate pairs above U+FFFF).
+	ASCII
+)
+
+// Limits of the strict parser (data-shapes §1.2).
+const (
+	// MaxDepth is the deepest nesting of arrays and objects Parse accepts:
+	// a document with MaxDepth nested containers is valid, one more is not.
+	MaxDepth = 1000
+	// MaxIntegerDigits is the most digits (sign not counted) an integer
+	// token may have.
+	MaxIntegerDigits = 4300
+)
+
+// Integer is an exact JSON integer as decimal text, as parsed ("-0" becomes
+// "0"). The encoder writes it unchanged, so a hand-built Integer must be a
+// valid JSON integer token.
+type Integer string
+
+// SyntaxError reports input that is not strict JSON. Error() reads
+// "invalid JSON at line L column C: <reason>" (1-based line and column).
+// Lines are counted by '\n'; Column counts bytes, not characters, from the
+// start of the line, so a multi-byte character before the error position
+// advances it by more than one.
+type SyntaxError struct {
+	Line, Column int
+	Reason       string
+}
+
+func (e *SyntaxError) Error() string {
+	return "invalid JSON at line " + strconv.Itoa(e.Line) + " column " + strconv.Itoa(e.Column) + ": " + e.Reason
+}
+
+// PathError reports a duplicate key or a NaN/Infinity constant at a
+// configuration-style path: "(root)", "nats", "sink.headers.X-Tenant",
+// "nats.urls[1]". Error() reads "<path>: <message>".
+//
+// Keys appear literally (no quoting), so a key containing "." or "[" makes
+// the path ambiguous; this matches the configuration error format of
+// config.md §1.5. Elements of a root-level array have paths "[0]", "[1]"…
+type PathError struct {
+	Path, Message string
+}
+
+func (e *PathError) Error() string { return e.Path + ": " + e.Message }
+
+// ErrNotUTF8 is returned for input that is not valid UTF-8 or starts with a
+// byte-order mark.
+var ErrNotUTF8 = errors.New("not valid UTF-8 JSON")

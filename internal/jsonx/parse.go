@@ -1,0 +1,494 @@
+package jsonx
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Reasons carried by SyntaxError. They are lower-case and never quote more
+// than one character of the input: a payload or a secret-bearing config
+// value must not leak through an error message.
+const (
+	reasonEOF        = "unexpected end of input"
+	reasonValue      = "expecting a value"
+	reasonKey        = "expecting a property name in double quotes"
+	reasonColon      = "expecting ':' after a property name"
+	reasonObjectSep  = "expecting ',' or '}'"
+	reasonArraySep   = "expecting ',' or ']'"
+	reasonExtra      = "unexpected data after the JSON value"
+	reasonUntermStr  = "unterminated string"
+	reasonControl    = "control character in string"
+	reasonEscape     = "invalid escape in string"
+	reasonUEscape    = "invalid \\u escape in string"
+	reasonSurrogate  = "unpaired UTF-16 surrogate escape in string"
+	reasonDigit      = "expecting a digit"
+	reasonRange      = "number out of range"
+	reasonIntDigits  = "integer has more than 4300 digits"
+	reasonDepth      = "nesting deeper than 1000 levels"
+	messageConstant  = "non-standard JSON constant is not allowed"
+	messageDuplicate = "duplicate key "
+)
+
+// Parse parses one strict JSON document and returns its value as nil, bool,
+// string, Integer, float64, []any or map[string]any.
+//
+// The input must be UTF-8 without a byte-order mark (else ErrNotUTF8; this is
+// checked before any syntax, like decoding a file before parsing it). A
+// duplicate key or a NaN/Infinity/-Infinity literal is a *PathError; every
+// other problem, including the limits MaxDepth and MaxIntegerDigits, a
+// non-integer number that overflows float64, raw control characters in
+// strings and unpaired surrogate escapes, is a *SyntaxError.
+//
+// Problems are reported in document order, with one exception: a duplicate
+// key is reported when its object is complete, so a syntax error or
+// non-standard constant later inside the same object wins. That is what a
+// parser that checks each finished object for duplicates reports, and it
+// keeps the more fundamental "this is not JSON" error in front.
+func Parse(data []byte) (any, error) {
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) || !utf8.Valid(data) {
+		return nil, ErrNotUTF8
+	}
+	p := parser{data: data}
+	p.skipSpace()
+	v, err := p.value()
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos < len(p.data) {
+		return nil, p.syntaxError(p.pos, reasonExtra)
+	}
+	return v, nil
+}
+
+// parser is a recursive-descent parser over input already known to be valid
+// UTF-8, so string contents can be copied without re-validation.
+type parser struct {
+	data  []byte
+	pos   int
+	depth int
+	// path locates the value being parsed; it is rendered only for a
+	// PathError, so keeping it costs one slice write per member.
+	path []segment
+	// buf is scratch space for strings with escapes, reused across strings.
+	buf []byte
+}
+
+// segment is one step of a path: an object key, or an array index when
+// index >= 0.
+type segment struct {
+	key   string
+	index int
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value() (any, error) {
+	if p.pos >= len(p.data) {
+		return nil, p.syntaxError(p.pos, reasonEOF)
+	}
+	switch c := p.data[p.pos]; c {
+	case '{':
+		return p.object()
+	case '[':
+		return p.array()
+	case '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case 't':
+		return p.literal("true", true)
+	case 'f':
+		return p.literal("false", false)
+	case 'n':
+		return p.literal("null", nil)
+	case 'N':
+		return nil, p.constant("NaN")
+	case 'I':
+		return nil, p.constant("Infinity")
+	case '-':
+		if p.pos+1 < len(p.data) && p.data[p.pos+1] == 'I' {
+			return nil, p.constant("-Infinity")
+		}
+		return p.number()
+	default:
+		if c >= '0' && c <= '9' {
+			return p.number()
+		}
+		return nil, p.unexpected(reasonValue)
+	}
+}
+
+func (p *parser) literal(word string, v any) (any, error) {
+	if !bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
+		return nil, p.unexpected(reasonValue)
+	}
+	p.pos += len(word)
+	return v, nil
+}
+
+// constant reports NaN, Infinity or -Infinity at the current path, or a
+// syntax error when the input only starts like one.
+func (p *parser) constant(word string) error {
+	if !bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
+		return p.unexpected(reasonValue)
+	}
+	return &PathError{Path: p.pathString(), Message: messageConstant}
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > MaxDepth {
+		return p.syntaxError(p.pos, reasonDepth)
+	}
+	return nil
+}
+
+func (p *parser) object() (any, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	p.pos++ // '{'
+	m := make(map[string]any)
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.depth--
+		return m, nil
+	}
+	p.path = append(p.path, segment{index: -1})
+	top := len(p.path) - 1
+	dup, dupKey := false, ""
+	for {
+		if p.pos >= len(p.data) {
+			return nil, p.syntaxError(p.pos, reasonEOF)
+		}
+		if p.data[p.pos] != '"' {
+			return nil, p.unexpected(reasonKey)
+		}
+		key, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.syntaxError(p.pos, reasonEOF)
+		}
+		if p.data[p.pos] != ':' {
+			return nil, p.unexpected(reasonColon)
+		}
+		p.pos++
+		p.skipSpace()
+		p.path[top].key = key
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		// One map operation detects the duplicate: the size stays the same.
+		// Overwriting is harmless because the document is rejected anyway.
+		n := len(m)
+		m[key] = v
+		if len(m) == n && !dup {
+			dup, dupKey = true, key
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.syntaxError(p.pos, reasonEOF)
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.skipSpace()
+			continue
+		case '}':
+			p.pos++
+		default:
+			return nil, p.unexpected(reasonObjectSep)
+		}
+		break
+	}
+	p.path = p.path[:top]
+	p.depth--
+	if dup {
+		return nil, &PathError{Path: p.pathString(), Message: messageDuplicate + `"` + dupKey + `"`}
+	}
+	return m, nil
+}
+
+func (p *parser) array() (any, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	p.pos++ // '['
+	a := make([]any, 0, 4)
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.depth--
+		return a, nil
+	}
+	p.path = append(p.path, segment{})
+	top := len(p.path) - 1
+	for {
+		p.path[top].index = len(a)
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.syntaxError(p.pos, reasonEOF)
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+			p.skipSpace()
+			continue
+		case ']':
+			p.pos++
+		default:
+			return nil, p.unexpected(reasonArraySep)
+		}
+		break
+	}
+	p.path = p.path[:top]
+	p.depth--
+	return a, nil
+}
+
+// str parses the string starting at the opening quote at p.pos. Strings
+// without escapes, the common case, are sliced and converted once.
+func (p *parser) str() (string, error) {
+	start := p.pos
+	for i := start + 1; i < len(p.data); i++ {
+		switch c := p.data[i]; {
+		case c == '"':
+			p.pos = i + 1
+			return string(p.data[start+1 : i]), nil
+		case c == '\\':
+			return p.strEscaped(start, i)
+		case c < 0x20:
+			return "", p.syntaxError(i, reasonControl)
+		}
+	}
+	return "", p.syntaxError(start, reasonUntermStr)
+}
+
+// strEscaped continues str from the first backslash at i.
+func (p *parser) strEscaped(start, i int) (string, error) {
+	buf := append(p.buf[:0], p.data[start+1:i]...)
+	defer func() { p.buf = buf[:0] }()
+	for i < len(p.data) {
+		c := p.data[i]
+		switch {
+		case c == '"':
+			p.pos = i + 1
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.syntaxError(i, reasonControl)
+		case c != '\\':
+			buf = append(buf, c)
+			i++
+			continue
+		}
+		if i+1 >= len(p.data) {
+			return "", p.syntaxError(start, reasonUntermStr)
+		}
+		switch p.data[i+1] {
+		case '"', '\\', '/':
+			buf = append(buf, p.data[i+1])
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4(i + 2)
+			if !ok {
+				return "", p.syntaxError(i, reasonUEscape)
+			}
+			switch {
+			case utf16.IsSurrogate(r) && r < 0xdc00:
+				// A high surrogate must be followed at once by an escaped
+				// low surrogate; the pair encodes one supplementary rune.
+				lo, ok := rune(0), false
+				if i+7 < len(p.data) && p.data[i+6] == '\\' && p.data[i+7] == 'u' {
+					lo, ok = p.hex4(i + 8)
+				}
+				if !ok || lo < 0xdc00 || lo > 0xdfff {
+					return "", p.syntaxError(i, reasonSurrogate)
+				}
+				buf = utf8.AppendRune(buf, utf16.DecodeRune(r, lo))
+				i += 6
+			case utf16.IsSurrogate(r):
+				return "", p.syntaxError(i, reasonSurrogate)
+			default:
+				buf = utf8.AppendRune(buf, r)
+			}
+			i += 4
+		default:
+			return "", p.syntaxError(i, reasonEscape)
+		}
+		i += 2
+	}
+	return "", p.syntaxError(start, reasonUntermStr)
+}
+
+// hex4 decodes the four hex digits at i.
+func (p *parser) hex4(i int) (rune, bool) {
+	if i+4 > len(p.data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.data[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// number parses a number token. Tokens without '.', 'e' or 'E' are kept
+// exactly as Integer; the others become float64.
+func (p *parser) number() (any, error) {
+	data := p.data
+	start, i := p.pos, p.pos
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && data[i] >= '1' && data[i] <= '9':
+		i = digits(data, i)
+	default:
+		return nil, p.digitError(i)
+	}
+	isFloat := false
+	if i < len(data) && data[i] == '.' {
+		isFloat = true
+		i++
+		if i >= len(data) || data[i] < '0' || data[i] > '9' {
+			return nil, p.digitError(i)
+		}
+		i = digits(data, i)
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		isFloat = true
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= len(data) || data[i] < '0' || data[i] > '9' {
+			return nil, p.digitError(i)
+		}
+		i = digits(data, i)
+	}
+	tok := data[start:i]
+	if !isFloat {
+		n := len(tok)
+		if tok[0] == '-' {
+			n--
+			if n == 1 && tok[1] == '0' {
+				p.pos = i
+				return Integer("0"), nil
+			}
+		}
+		if n > MaxIntegerDigits {
+			return nil, p.syntaxError(start, reasonIntDigits)
+		}
+		p.pos = i
+		return Integer(tok), nil
+	}
+	// Underflow rounds to zero or a subnormal without error, as in every
+	// mainstream JSON reader; only overflow to ±Inf is rejected.
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil, p.syntaxError(start, reasonRange)
+	}
+	p.pos = i
+	return f, nil
+}
+
+func digits(data []byte, i int) int {
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func (p *parser) digitError(i int) error {
+	if i >= len(p.data) {
+		return p.syntaxError(i, reasonEOF)
+	}
+	return p.syntaxError(i, reasonDigit)
+}
+
+// unexpected reports the character at p.pos (or the end of input) and what
+// was expected instead.
+func (p *parser) unexpected(expecting string) error {
+	if p.pos >= len(p.data) {
+		return p.syntaxError(p.pos, reasonEOF)
+	}
+	r, _ := utf8.DecodeRune(p.data[p.pos:])
+	return p.syntaxError(p.pos, "unexpected character "+strconv.QuoteRune(r)+", "+expecting)
+}
+
+// syntaxError locates byte offset pos as a 1-based line and byte column.
+func (p *parser) syntaxError(pos int, reason string) *SyntaxError {
+	before := p.data[:pos]
+	return &SyntaxError{
+		Line:   1 + bytes.Count(before, []byte("\n")),
+		Column: pos - bytes.LastIndexByte(before, '\n'),
+		Reason: reason,
+	}
+}
+
+// pathString renders p.path as "(root)", "a.b[2].c" or "[0].x".
+func (p *parser) pathString() string {
+	if len(p.path) == 0 {
+		return "(root)"
+	}
+	var b []byte
+	for i, s := range p.path {
+		if s.index >= 0 {
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(s.index), 10)
+			b = append(b, ']')
+			continue
+		}
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, s.key...)
+	}
+	return string(b)
+}

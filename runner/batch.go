@@ -1,0 +1,628 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/internal/dlq"
+	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Error types for failures that do not come from the sink. They appear in
+// the error_type of the "temporary failure" log record only.
+const (
+	errTypeNormalization = "NormalizationError"
+	errTypeEncryption    = "EncryptionError"
+	errTypeDLQPublish    = "DLQPublishError"
+	errTypePanic         = "InternalError"
+)
+
+// dlqParallel bounds concurrent DLQ publishes of one batch: enough to
+// pipeline round trips, few enough not to flood the server when a whole
+// batch is poison.
+const dlqParallel = 16
+
+// flushTimeout bounds the wait for a batch's ACKs to leave the client.
+const flushTimeout = 5 * time.Second
+
+// batch is the state of one fetched batch between fetch and final decision.
+type batch struct {
+	id       string
+	msgs     []jetstream.Msg
+	envs     []*sink.Envelope // nil until built; stays nil if building failed
+	errs     []error          // last failure per message (DLQ error text, logs)
+	errTypes []string
+	failed   []bool // counted in messages_failed_total
+	settled  []bool // ACKed, TERMed, NAKed or deliberately left for AckWait
+	dlqTried []bool
+}
+
+func newBatch(msgs []jetstream.Msg) *batch {
+	n := len(msgs)
+	return &batch{
+		id:       newBatchID(),
+		msgs:     msgs,
+		errs:     make([]error, n),
+		errTypes: make([]string, n),
+		failed:   make([]bool, n),
+		settled:  make([]bool, n),
+		dlqTried: make([]bool, n),
+	}
+}
+
+// fail records why message i failed and counts it in messages_failed_total
+// once, whichever failure paths it takes.
+func (r *Runner) fail(b *batch, i int, errType string, err error) {
+	b.errs[i], b.errTypes[i] = err, errType
+	if !b.failed[i] {
+		b.failed[i] = true
+		r.metrics().MessagesFailed.Inc()
+	}
+}
+
+func (b *batch) all() []int {
+	idx := make([]int, len(b.msgs))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+func (b *batch) unsettled() []int {
+	var idx []int
+	for i, s := range b.settled {
+		if !s {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// delivery returns message i's delivery count, 0 when unknown.
+func (b *batch) delivery(i int) uint64 {
+	if b.envs != nil && b.envs[i] != nil && b.envs[i].DeliveryCount > 0 {
+		return b.envs[i].DeliveryCount
+	}
+	if md, err := b.msgs[i].Metadata(); err == nil {
+		return md.NumDelivered
+	}
+	return 0
+}
+
+// where returns the subject and stream sequence of message i for logs.
+func (b *batch) where(i int) (string, uint64) {
+	if b.envs != nil && b.envs[i] != nil {
+		return b.envs[i].Subject, b.envs[i].StreamSequence
+	}
+	var seq uint64
+	if md, err := b.msgs[i].Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	return b.msgs[i].Subject(), seq
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// process runs steps 1–12 of runtime §3 for one batch. ctx is the runner's
+// in-flight context: it outlives Run's ctx and is cancelled only when the
+// shutdown timeout passes. probe marks the half-open circuit probe.
+func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) {
+	log := r.logger().With("component", "runner")
+	m := r.metrics()
+	b := newBatch(msgs)
+	n := len(msgs)
+	untrack := r.track()
+	defer untrack()
+	defer r.probeDone(probe, true) // a no-op if the batch opened or closed the circuit
+	defer func() {
+		if p := recover(); p != nil {
+			// No payload is in the stack: it shows code locations and
+			// pointer-sized argument words only.
+			err := fmt.Errorf("panic: %v", p)
+			log.Error("batch processing panicked", "batch_id", b.id, "error", fmt.Sprintf("%v\n%s", err, debug.Stack()))
+			rest := b.unsettled()
+			for _, i := range rest {
+				r.fail(b, i, errTypePanic, err)
+			}
+			r.temporary(ctx, b, rest, log)
+		}
+	}()
+
+	// Step 1.
+	m.MessagesFetched.Add(n)
+	m.BatchesFetched.Inc()
+
+	// Step 2: envelopes. Building is pure; an unexpected failure (a panic
+	// in it) sends the whole batch to the temporary path.
+	start := time.Now()
+	envs, err := r.envelopes(msgs)
+	m.MessageMappingSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.MessageNormalizationErrors.Add(n)
+		r.failAll(ctx, b, errTypeNormalization, err, log)
+		return
+	}
+	b.envs = envs
+
+	// Step 3: encryption.
+	if err := r.encrypt(envs); err != nil {
+		m.PayloadEncryptionErrors.Add(n)
+		r.failAll(ctx, b, errTypeEncryption, err, log)
+		return
+	}
+
+	// Step 5 (step 4, priority lanes, and step 6, heartbeats, are not
+	// implemented yet).
+	m.MessagesPrepared.Add(n)
+	m.CurrentBatchMessages.Set(float64(n))
+
+	// Step 7: write with isolation.
+	iso := isolation{
+		write:   r.writer(log),
+		byBatch: r.Isolation == IsolationBatch,
+		onSplit: m.SinkBatchBisections.Inc,
+	}
+	results := iso.run(ctx, envs)
+
+	// Step 9 and the split into the three paths.
+	var acks, dead, temp []int
+	var destErr error
+	for i, res := range results {
+		switch {
+		case res.Outcome.Acked():
+			acks = append(acks, i)
+		case res.Outcome == sink.Permanent:
+			r.fail(b, i, res.ErrorType, res.Err)
+			m.SinkWriteErrors.Inc()
+			dead = append(dead, i)
+		default:
+			r.fail(b, i, res.Outcome.String(), res.Err)
+			m.SinkWriteErrors.Inc()
+			if res.Outcome == sink.Destination {
+				m.SinkDestinationErrors.Inc()
+				if destErr == nil {
+					destErr = res.Err
+				}
+			}
+			temp = append(temp, i)
+		}
+	}
+	m.MessagesWritten.Add(len(acks))
+	if len(acks) > 0 {
+		m.LastSinkSuccessEpochSeconds.Set(float64(r.now().UnixNano()) / 1e9)
+		r.committed(log)
+	}
+	if destErr != nil {
+		log.Error("destination unavailable", "sink", r.Sink.Type(), "error_type", sink.Destination.String(), "error", destErr.Error())
+		r.openCircuit()
+		r.failFast("destination", destErr)
+	}
+
+	if ctx.Err() != nil {
+		// The shutdown timeout cancelled the write: whatever was not
+		// committed has an unknown outcome and is never ACKed.
+		r.settle(b, acks, nil, log)
+		r.abandon(b, b.unsettled(), log)
+		return
+	}
+
+	// Step 10: permanent path.
+	var dlqd []int
+	if len(dead) > 0 {
+		if r.DeadLetter == nil {
+			for _, i := range dead {
+				subj, seq := b.where(i)
+				log.Error("permanent failure and DLQ disabled; left unacknowledged",
+					"subject", subj, "stream_sequence", seq, "error_type", b.errTypes[i])
+				b.settled[i] = true
+			}
+		} else {
+			var failed []int
+			dlqd, failed = r.deadLetter(ctx, b, dead, "", log)
+			temp = append(temp, failed...)
+			slices.Sort(temp)
+		}
+	}
+
+	// Step 11: ACK/TERM in delivery order.
+	r.settle(b, acks, dlqd, log)
+
+	// Step 12: temporary path.
+	r.temporary(ctx, b, temp, log)
+}
+
+// failAll sends the whole batch to the temporary path.
+func (r *Runner) failAll(ctx context.Context, b *batch, errType string, err error, log *slog.Logger) {
+	for i := range b.msgs {
+		r.fail(b, i, errType, err)
+	}
+	r.temporary(ctx, b, b.all(), log)
+}
+
+// envelopes builds one envelope per message (runtime §3 step 2).
+func (r *Runner) envelopes(msgs []jetstream.Msg) (envs []*sink.Envelope, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			envs, err = nil, fmt.Errorf("building envelopes: panic: %v", p)
+		}
+	}()
+	now := r.now()
+	envs = make([]*sink.Envelope, len(msgs))
+	for i, msg := range msgs {
+		envs[i] = intake.Build(intake.Message{
+			Subject: msg.Subject(),
+			Reply:   msg.Reply(),
+			Data:    msg.Data(),
+			Header:  msg.Headers(),
+		}, r.Metadata, now)
+	}
+	return envs, nil
+}
+
+// encrypt applies the Encrypt hook (runtime §3 step 3). Headers-only
+// messages are skipped: there is no producer payload to protect, and
+// encrypting the empty body would pretend there was (README Q14).
+func (r *Runner) encrypt(envs []*sink.Envelope) (err error) {
+	if r.Encrypt == nil {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("encrypting: panic: %v", p)
+		}
+	}()
+	for _, e := range envs {
+		if e.Payload.Omitted {
+			continue
+		}
+		if err := r.Encrypt(e); err != nil {
+			return fmt.Errorf("encrypt message (stream seq %d): %w", e.StreamSequence, err)
+		}
+	}
+	return nil
+}
+
+// writer wraps WriteBatch with its metrics and turns a panicking sink into a
+// temporary failure of that call.
+func (r *Runner) writer(log *slog.Logger) writeFunc {
+	m := r.metrics()
+	return func(ctx context.Context, set []*sink.Envelope) (res []sink.Result) {
+		defer func() {
+			if p := recover(); p != nil {
+				err := fmt.Errorf("sink %s panicked: %v", r.Sink.Type(), p)
+				log.Error("sink panicked", "sink", r.Sink.Type(), "error", fmt.Sprintf("%v\n%s", err, debug.Stack()))
+				res = make([]sink.Result, len(set))
+				for i := range res {
+					res[i] = sink.Result{Outcome: sink.Temporary, Err: err, Shared: true}
+				}
+			}
+		}()
+		start := time.Now()
+		res = r.Sink.WriteBatch(ctx, set)
+		for _, x := range res {
+			if x.Outcome.Acked() {
+				m.SinkBatchWriteSeconds.Observe(time.Since(start).Seconds())
+				m.SinkBatchesWritten.Inc()
+				break
+			}
+		}
+		return res
+	}
+}
+
+// committed notes a commit: a destination that commits is healthy again, and
+// a half-open circuit closes.
+func (r *Runner) committed(log *slog.Logger) {
+	r.st.mu.Lock()
+	unhealthy := r.st.sinkUnhealthy
+	r.st.mu.Unlock()
+	r.st.circuit.mu.Lock()
+	open := r.st.circuit.open
+	r.st.circuit.mu.Unlock()
+	if unhealthy || open {
+		r.closeCircuit(log)
+	}
+}
+
+// track registers a batch as in flight until the returned func runs.
+func (r *Runner) track() func() {
+	r.st.mu.Lock()
+	r.st.nextBatch++
+	key := r.st.nextBatch
+	r.st.inFlight[key] = time.Now()
+	r.st.mu.Unlock()
+	return func() {
+		r.st.mu.Lock()
+		delete(r.st.inFlight, key)
+		r.st.mu.Unlock()
+	}
+}
+
+// deadLetter publishes the messages idx to the DLQ (runtime §6), pipelined,
+// each awaited for its own PubAck within PublishTimeout. errorType, when not
+// empty, replaces the recorded error type (MaxDeliveriesExceeded). It returns
+// the messages whose PubAck arrived and those that must take the temporary
+// path instead.
+func (r *Runner) deadLetter(ctx context.Context, b *batch, idx []int, errorType string, log *slog.Logger) (ok, failed []int) {
+	dl := r.DeadLetter
+	dlog := r.logger().With("component", "dlq")
+	m := r.metrics()
+	opts := dlq.Options{
+		IncludePayload: dl.IncludePayload,
+		IncludeHeaders: dl.IncludeHeaders,
+		IncludeError:   dl.IncludeError,
+		Consumer:       r.consumerName(),
+	}
+	type outcome struct {
+		dup bool
+		err error
+	}
+	outs := make([]outcome, len(idx))
+	msgs := make([]dlq.Message, len(idx))
+	for k, i := range idx {
+		b.dlqTried[i] = true
+		f := dlq.Failure{ErrorType: b.errTypes[i], Error: errText(b.errs[i])}
+		if errorType != "" {
+			f.ErrorType = errorType
+		}
+		msgs[k] = dlq.Build(b.envs[i], f, opts, r.now())
+	}
+	sem := make(chan struct{}, dlqParallel)
+	var wg sync.WaitGroup
+	for k := range idx {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outs[k].dup, outs[k].err = r.publishDLQ(ctx, msgs[k])
+		})
+	}
+	wg.Wait()
+	for k, i := range idx {
+		subj, seq := b.where(i)
+		if err := outs[k].err; err != nil {
+			m.DLQPublishErrors.Inc()
+			dlog.Error("dlq publish failed", "subject", subj, "stream_sequence", seq, "error", err.Error())
+			r.fail(b, i, errTypeDLQPublish, fmt.Errorf("dlq publish (stream seq %d): %w", seq, err))
+			r.failFast("dlq publish", err)
+			failed = append(failed, i)
+			continue
+		}
+		m.MessagesDLQ.Inc()
+		if outs[k].dup {
+			m.DLQPublishDuplicates.Inc()
+		}
+		et := b.errTypes[i]
+		if errorType != "" {
+			et = errorType
+		}
+		dlog.Warn("permanent failure dead-lettered", "subject", subj, "stream_sequence", seq, "error_type", et)
+		ok = append(ok, i)
+	}
+	return ok, failed
+}
+
+// publishDLQ publishes one dead letter and waits for its PubAck. The
+// deterministic Nats-Msg-Id lets the DLQ stream drop the copy that a lost ACK
+// and redelivery would otherwise add.
+func (r *Runner) publishDLQ(ctx context.Context, dm dlq.Message) (duplicate bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, r.publishTimeout())
+	defer cancel()
+	h := nats.Header{}
+	for k, v := range dm.Header {
+		h[k] = slices.Clone(v)
+	}
+	msg := &nats.Msg{Subject: r.DeadLetter.Subject, Data: dm.Body, Header: h}
+	var opts []jetstream.PublishOpt
+	if dm.MsgID != "" && h.Get(jetstream.MsgIDHeader) == "" {
+		opts = append(opts, jetstream.WithMsgID(dm.MsgID))
+	}
+	ack, err := r.JetStream.PublishMsg(pctx, msg, opts...)
+	if err != nil {
+		return false, err
+	}
+	return ack.Duplicate, nil
+}
+
+// settle ACKs the committed messages acks and ACKs or TERMs the dead-lettered
+// messages dead, all in delivery order (runtime §7), then flushes so the
+// batch's ACKs have left the client before its slot is released. An ACK or
+// TERM that fails is counted and logged; the message redelivers after
+// AckWait and the sink's duplicate model absorbs it.
+func (r *Runner) settle(b *batch, acks, dead []int, log *slog.Logger) {
+	if len(acks)+len(dead) == 0 {
+		return
+	}
+	m := r.metrics()
+	term := r.DeadLetter != nil && r.DeadLetter.TermAfterPublish
+	isDead := make(map[int]bool, len(dead))
+	for _, i := range dead {
+		isDead[i] = true
+	}
+	order := append(slices.Clone(acks), dead...)
+	slices.Sort(order)
+	var ackTime, termTime time.Duration
+	var acked, termed int
+	for _, i := range order {
+		start := time.Now()
+		if isDead[i] && term {
+			err := b.msgs[i].Term()
+			termTime += time.Since(start)
+			termed++
+			if err != nil {
+				m.TermErrors.Inc()
+				_, seq := b.where(i)
+				log.Warn("term failed", "stream_sequence", seq, "error", err.Error())
+				r.failFast("term", err)
+			} else {
+				m.MessagesTerminated.Inc()
+			}
+		} else {
+			err := b.msgs[i].Ack()
+			ackTime += time.Since(start)
+			acked++
+			if err != nil {
+				m.AckErrors.Inc()
+				_, seq := b.where(i)
+				log.Warn("ack failed", "stream_sequence", seq, "error", err.Error())
+				r.failFast("ack", err)
+			} else {
+				m.MessagesAcked.Inc()
+			}
+		}
+		b.settled[i] = true
+	}
+	if acked > 0 {
+		m.MessageAckSeconds.Observe(ackTime.Seconds())
+	}
+	if termed > 0 {
+		m.MessageTermSeconds.Observe(termTime.Seconds())
+	}
+	r.flush(log)
+}
+
+// flush waits until buffered ACKs/NAKs have been written to the server.
+// Ack() is fire-and-forget; without a flush a batch could be released, and
+// the process stopped, with its ACKs still in the client buffer.
+func (r *Runner) flush(log *slog.Logger) {
+	if r.Conn == nil || !r.Conn.IsConnected() {
+		return
+	}
+	if err := r.Conn.FlushTimeout(flushTimeout); err != nil {
+		log.Debug("flush failed", "error", err.Error())
+	}
+}
+
+// temporary runs the temporary path of runtime §5 for the messages idx.
+func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.Logger) {
+	if len(idx) == 0 {
+		return
+	}
+	if ctx.Err() != nil {
+		r.abandon(b, idx, log)
+		return
+	}
+	m := r.metrics()
+
+	// Step 3a: a failure on the last allowed delivery is never dropped
+	// silently.
+	if md := r.maxDeliver(); md > 0 {
+		var last []int
+		for _, i := range idx {
+			if b.delivery(i) >= uint64(md) {
+				last = append(last, i)
+			}
+		}
+		if len(last) > 0 {
+			var dead []int
+			if r.DeadLetter != nil && r.DeadLetter.OnMaxDeliver && b.envs != nil {
+				for _, i := range last {
+					if !b.dlqTried[i] {
+						dead = append(dead, i)
+					}
+				}
+			}
+			var ok []int
+			if len(dead) > 0 {
+				ok, _ = r.deadLetter(ctx, b, dead, sink.MaxDeliveriesExceeded, log)
+				r.settle(b, nil, ok, log)
+				idx = slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return slices.Contains(ok, i) })
+			}
+			for _, i := range last {
+				if slices.Contains(ok, i) {
+					continue
+				}
+				subj, seq := b.where(i)
+				log.Error("max deliveries reached", "subject", subj, "stream_sequence", seq, "error_type", b.errTypes[i])
+				m.MessagesMaxDeliverReached.Inc()
+			}
+			if len(idx) == 0 {
+				return
+			}
+		}
+	}
+
+	attempt := uint64(1)
+	for _, i := range idx {
+		attempt = max(attempt, b.delivery(i))
+	}
+	first := idx[0]
+	if attempt > uint64(r.Retry.maxRetries()) {
+		log.Error("retry budget exhausted; left for redelivery", "batch_id", b.id, "count", len(idx), "attempt", attempt)
+		for _, i := range idx {
+			b.settled[i] = true
+		}
+		return
+	}
+	delay := Backoff(int(min(attempt, 1<<31)), r.Retry, r.draw())
+	m.RetryBackoffDelaySeconds.Observe(delay.Seconds())
+	log.Warn("temporary failure; batch will be redelivered", "batch_id", b.id, "count", len(idx),
+		"attempt", attempt, "delay_ms", delay.Milliseconds(), "error_type", b.errTypes[first], "error", errText(b.errs[first]))
+	if r.TemporaryAction == ActionLeaveUnacked {
+		for _, i := range idx {
+			b.settled[i] = true
+		}
+		return
+	}
+	for _, i := range idx {
+		var err error
+		if delay > 0 {
+			err = b.msgs[i].NakWithDelay(delay)
+		} else {
+			err = b.msgs[i].Nak()
+		}
+		b.settled[i] = true
+		if err != nil {
+			_, seq := b.where(i)
+			log.Warn("nak failed", "stream_sequence", seq, "error", err.Error())
+			continue
+		}
+		m.MessagesNacked.Inc()
+	}
+	r.flush(log)
+}
+
+// abandon NAKs without delay the messages a shutdown cut off
+// (shutdown_abandoned_messages_total): their outcome is unknown, so they are
+// never ACKed, and an immediate NAK hands them to another process at once.
+func (r *Runner) abandon(b *batch, idx []int, log *slog.Logger) {
+	if len(idx) == 0 {
+		return
+	}
+	r.metrics().ShutdownAbandonedMessages.Add(len(idx))
+	msgs := make([]jetstream.Msg, len(idx))
+	for k, i := range idx {
+		msgs[k] = b.msgs[i]
+		b.settled[i] = true
+	}
+	r.nakNow(msgs, log)
+}
+
+// nakNow NAKs msgs without delay.
+func (r *Runner) nakNow(msgs []jetstream.Msg, log *slog.Logger) {
+	if len(msgs) == 0 {
+		return
+	}
+	m := r.metrics()
+	for _, msg := range msgs {
+		if err := msg.Nak(); err != nil {
+			log.Warn("nak failed", "error", err.Error())
+			continue
+		}
+		m.MessagesNacked.Inc()
+	}
+	r.flush(log)
+}

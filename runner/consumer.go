@@ -1,0 +1,390 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Consumer-management modes (consumer_management.mode).
+const (
+	ModeBindOnly        = "bind_only"
+	ModeCreateIfMissing = "create_if_missing"
+	ModeReconcile       = "reconcile"
+)
+
+// Actions EnsureConsumer reports (the "consumer ready" log record).
+const (
+	ActionCreated   = "created"
+	ActionBound     = "bound"
+	ActionEphemeral = "ephemeral"
+)
+
+// ephemeralInactiveThreshold is how long the server keeps an ephemeral
+// consumer without pull requests (runtime §10.3).
+const ephemeralInactiveThreshold = 5 * time.Minute
+
+// A ConfigError is a start-up problem found against the server that the CLI
+// reports as a configuration error (exit 2, README Q19): consumer drift, a
+// missing bind_only consumer, a missing DLQ stream.
+type ConfigError struct {
+	Path    string // JSON path of the configuration key, e.g. "dead_letter.subject"
+	Message string
+}
+
+func (e *ConfigError) Error() string { return e.Path + ": " + e.Message }
+
+// ConsumerSpec is the consumer configuration of config.md §3–§4 that
+// EnsureConsumer needs. Zero values mean the config defaults; nil optional
+// fields are "not configured" and neither set on create nor checked for drift.
+type ConsumerSpec struct {
+	Stream string // nats.stream
+	Name   string // nats.consumer
+	// Subject is nats.subject, the filter when FilterSubjects is empty.
+	Subject string
+	// Ephemeral creates an ephemeral consumer (nats.durable false).
+	Ephemeral bool
+	// Mode is bind_only, create_if_missing (default, "") or reconcile.
+	Mode           string
+	FilterSubjects []string
+	// DeliverPolicy is all (default), last, new or last_per_subject.
+	DeliverPolicy string
+	// ReplayPolicy is instant (default) or original.
+	ReplayPolicy  string
+	AckWait       *time.Duration
+	MaxDeliver    *int
+	BackOff       []time.Duration // nil = not configured
+	MaxAckPending *int
+	MaxWaiting    *int
+	HeadersOnly   *bool
+	Replicas      *int
+	MemoryStorage *bool
+	Metadata      map[string]string // nil or empty = not configured
+}
+
+func (s ConsumerSpec) filters() []string {
+	if len(s.FilterSubjects) > 0 {
+		return s.FilterSubjects
+	}
+	return []string{s.Subject}
+}
+
+func deliverPolicy(s string) (jetstream.DeliverPolicy, error) {
+	switch s {
+	case "", "all":
+		return jetstream.DeliverAllPolicy, nil
+	case "last":
+		return jetstream.DeliverLastPolicy, nil
+	case "new":
+		return jetstream.DeliverNewPolicy, nil
+	case "last_per_subject":
+		return jetstream.DeliverLastPerSubjectPolicy, nil
+	}
+	return 0, &ConfigError{"consumer_management.deliver_policy", fmt.Sprintf("must be one of all, last, new, last_per_subject (got %q)", s)}
+}
+
+func replayPolicy(s string) (jetstream.ReplayPolicy, error) {
+	switch s {
+	case "", "instant":
+		return jetstream.ReplayInstantPolicy, nil
+	case "original":
+		return jetstream.ReplayOriginalPolicy, nil
+	}
+	return 0, &ConfigError{"consumer_management.replay_policy", fmt.Sprintf("must be one of instant, original (got %q)", s)}
+}
+
+// Desired returns the consumer configuration of runtime §10.1 (for an
+// ephemeral spec, §10.3).
+func (s ConsumerSpec) Desired() (jetstream.ConsumerConfig, error) {
+	dp, err := deliverPolicy(s.DeliverPolicy)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	rp, err := replayPolicy(s.ReplayPolicy)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	c := jetstream.ConsumerConfig{
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: dp,
+		ReplayPolicy:  rp,
+	}
+	if s.Ephemeral {
+		c.InactiveThreshold = ephemeralInactiveThreshold
+	} else {
+		c.Name, c.Durable = s.Name, s.Name
+	}
+	if f := s.filters(); len(f) == 1 {
+		c.FilterSubject = f[0]
+	} else {
+		c.FilterSubjects = slices.Clone(f)
+	}
+	if s.AckWait != nil {
+		c.AckWait = *s.AckWait
+	}
+	if s.MaxDeliver != nil {
+		c.MaxDeliver = *s.MaxDeliver
+	}
+	if s.BackOff != nil {
+		c.BackOff = slices.Clone(s.BackOff)
+	}
+	if s.MaxAckPending != nil {
+		c.MaxAckPending = *s.MaxAckPending
+	}
+	if s.MaxWaiting != nil {
+		c.MaxWaiting = *s.MaxWaiting
+	}
+	if s.HeadersOnly != nil {
+		c.HeadersOnly = *s.HeadersOnly
+	}
+	if s.Replicas != nil {
+		c.Replicas = *s.Replicas
+	}
+	if s.MemoryStorage != nil {
+		c.MemoryStorage = *s.MemoryStorage
+	}
+	if len(s.Metadata) > 0 {
+		c.Metadata = make(map[string]string, len(s.Metadata))
+		for k, v := range s.Metadata {
+			c.Metadata[k] = v
+		}
+	}
+	return c, nil
+}
+
+// EnsureConsumer binds or creates the pull consumer (runtime §10) and returns
+// it with the action taken: "created", "bound" or "ephemeral". Problems the
+// operator must fix (drift, a missing bind_only consumer, reconcile mode,
+// which is not supported yet) are *ConfigError; other errors are runtime
+// failures.
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, string, error) {
+	desired, err := spec.Desired()
+	if err != nil {
+		return nil, "", err
+	}
+	if spec.Ephemeral {
+		c, err := js.CreateConsumer(ctx, spec.Stream, desired)
+		if err != nil {
+			return nil, "", fmt.Errorf("create ephemeral consumer on stream %q: %w", spec.Stream, err)
+		}
+		return c, ActionEphemeral, nil
+	}
+	switch spec.Mode {
+	case "", ModeCreateIfMissing, ModeBindOnly:
+	case ModeReconcile:
+		return nil, "", &ConfigError{"consumer_management.mode", "reconcile is not supported yet by this build; use create_if_missing or bind_only"}
+	default:
+		return nil, "", &ConfigError{"consumer_management.mode", fmt.Sprintf("must be one of bind_only, create_if_missing, reconcile (got %q)", spec.Mode)}
+	}
+
+	c, err := js.Consumer(ctx, spec.Stream, spec.Name)
+	switch {
+	case err == nil:
+		return c, ActionBound, checkDrift(spec, c.CachedInfo())
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, "", fmt.Errorf("look up consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
+	case spec.Mode == ModeBindOnly:
+		return nil, "", &ConfigError{"consumer_management", fmt.Sprintf("JetStream durable consumer %q does not exist in stream %q", spec.Name, spec.Stream)}
+	}
+
+	c, err = js.CreateConsumer(ctx, spec.Stream, desired)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		// Another process created it between our lookup and our create
+		// (with a different configuration, or the create would have
+		// succeeded): treat it as present.
+		c, err = js.Consumer(ctx, spec.Stream, spec.Name)
+		if err != nil {
+			return nil, "", fmt.Errorf("look up consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
+		}
+		return c, ActionBound, checkDrift(spec, c.CachedInfo())
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("create consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
+	}
+	return c, ActionCreated, nil
+}
+
+// driftItem is one differing field of runtime §10.2.
+type driftItem struct {
+	field, expected, actual string
+	immutable               bool // reconcile mode (later) may update mutable fields only
+}
+
+// checkDrift compares the server's consumer with the spec (runtime §10.2) and
+// returns a *ConfigError listing every difference, or nil.
+func checkDrift(spec ConsumerSpec, info *jetstream.ConsumerInfo) error {
+	if info == nil {
+		return fmt.Errorf("consumer %q on stream %q: no consumer info", spec.Name, spec.Stream)
+	}
+	items := drift(spec, info.Config)
+	if len(items) == 0 {
+		return nil
+	}
+	parts := make([]string, len(items))
+	for i, d := range items {
+		parts[i] = fmt.Sprintf("%s expected=%s actual=%s", d.field, d.expected, d.actual)
+	}
+	return &ConfigError{"consumer_management", fmt.Sprintf("durable consumer %q on stream %q has incompatible settings: %s",
+		spec.Name, spec.Stream, strings.Join(parts, "; "))}
+}
+
+func drift(spec ConsumerSpec, got jetstream.ConsumerConfig) []driftItem {
+	var out []driftItem
+	add := func(field, want, have string, immutable bool) {
+		if want != have {
+			out = append(out, driftItem{field, want, have, immutable})
+		}
+	}
+	if got.Name != spec.Name && got.Durable != spec.Name {
+		add("durable_name", spec.Name, cmpOr(got.Durable, got.Name), true)
+	}
+	add("deliver_subject", "", got.DeliverSubject, true)
+	add("filter_subjects", fmtSet(spec.filters()), fmtSet(serverFilters(got)), false)
+	add("ack_policy", "explicit", ackPolicy(got.AckPolicy), true)
+	dp, _ := deliverPolicy(spec.DeliverPolicy)
+	add("deliver_policy", dp.String(), got.DeliverPolicy.String(), true)
+	rp, _ := replayPolicy(spec.ReplayPolicy)
+	add("replay_policy", rp.String(), got.ReplayPolicy.String(), true)
+	if spec.HeadersOnly != nil {
+		add("headers_only", strconv.FormatBool(*spec.HeadersOnly), strconv.FormatBool(got.HeadersOnly), false)
+	}
+	if spec.AckWait != nil && !closeSeconds(*spec.AckWait, got.AckWait) {
+		out = append(out, driftItem{"ack_wait", fmtSeconds(*spec.AckWait), fmtSeconds(got.AckWait), false})
+	}
+	if spec.BackOff != nil && !sameBackOff(spec.BackOff, got.BackOff) {
+		out = append(out, driftItem{"backoff", fmtDurations(spec.BackOff), fmtDurations(got.BackOff), false})
+	}
+	if spec.MaxDeliver != nil {
+		add("max_deliver", strconv.Itoa(*spec.MaxDeliver), strconv.Itoa(got.MaxDeliver), false)
+	}
+	if spec.MaxAckPending != nil {
+		add("max_ack_pending", strconv.Itoa(*spec.MaxAckPending), strconv.Itoa(got.MaxAckPending), false)
+	}
+	if spec.Replicas != nil {
+		add("num_replicas", strconv.Itoa(*spec.Replicas), strconv.Itoa(got.Replicas), false)
+	}
+	if spec.MaxWaiting != nil {
+		add("max_waiting", strconv.Itoa(*spec.MaxWaiting), strconv.Itoa(got.MaxWaiting), true)
+	}
+	if spec.MemoryStorage != nil {
+		add("mem_storage", strconv.FormatBool(*spec.MemoryStorage), strconv.FormatBool(got.MemoryStorage), true)
+	}
+	// Only configured keys are compared; the server adds its own (_nats.*)
+	// keys, which are no drift (README Q10).
+	keys := make([]string, 0, len(spec.Metadata))
+	for k := range spec.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		have, ok := got.Metadata[k]
+		if !ok {
+			have = "<absent>"
+		}
+		add("metadata."+k, spec.Metadata[k], have, false)
+	}
+	return out
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func serverFilters(c jetstream.ConsumerConfig) []string {
+	if len(c.FilterSubjects) > 0 {
+		return c.FilterSubjects
+	}
+	if c.FilterSubject != "" {
+		return []string{c.FilterSubject}
+	}
+	return nil
+}
+
+// fmtSet renders a filter set order-insensitively.
+func fmtSet(s []string) string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return "[" + strings.Join(s, ",") + "]"
+}
+
+func ackPolicy(p jetstream.AckPolicy) string {
+	switch p {
+	case jetstream.AckExplicitPolicy:
+		return "explicit"
+	case jetstream.AckAllPolicy:
+		return "all"
+	case jetstream.AckNonePolicy:
+		return "none"
+	}
+	return p.String()
+}
+
+// closeSeconds compares durations with the ±0.001 s tolerance of §10.2.
+func closeSeconds(a, b time.Duration) bool {
+	return math.Abs((a - b).Seconds()) <= 0.001
+}
+
+func sameBackOff(a, b []time.Duration) bool {
+	return slices.EqualFunc(a, b, closeSeconds)
+}
+
+func fmtSeconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+func fmtDurations(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmtSeconds(d)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// CheckDLQ checks that a JetStream stream captures the DLQ subject (runtime
+// §2 step 7) and returns its name. No such stream is a *ConfigError; any
+// other error (for example the lookup is not permitted) is returned as is,
+// and the caller only warns.
+func CheckDLQ(ctx context.Context, js jetstream.JetStream, subject string) (string, error) {
+	name, err := js.StreamNameBySubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", &ConfigError{"dead_letter.subject", fmt.Sprintf("no JetStream stream captures %q", subject)}
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up the stream capturing %q: %w", subject, err)
+	}
+	return name, nil
+}
+
+// DLQWindowWarning returns the warning of runtime §6 when the DLQ stream's
+// duplicate window is shorter than the consumer's AckWait or its largest
+// BackOff step (a redelivery after a lost ACK would then add a second DLQ
+// entry), or "" when the window is long enough or cannot be read.
+func DLQWindowWarning(ctx context.Context, js jetstream.JetStream, dlqStream string, consumer *jetstream.ConsumerInfo) string {
+	if consumer == nil {
+		return ""
+	}
+	st, err := js.Stream(ctx, dlqStream)
+	if err != nil {
+		return ""
+	}
+	window := st.CachedInfo().Config.Duplicates
+	longest := consumer.Config.AckWait
+	for _, b := range consumer.Config.BackOff {
+		longest = max(longest, b)
+	}
+	if window <= 0 || window >= longest {
+		return ""
+	}
+	return fmt.Sprintf("dead_letter.subject: stream %q duplicate window %v is shorter than the consumer's redelivery interval %v; a message redelivered after a lost ACK may be dead-lettered twice",
+		dlqStream, window, longest)
+}

@@ -1,0 +1,674 @@
+// Package runner moves messages from one JetStream pull consumer into one
+// sink. It is the only code in nats-sink that acknowledges.
+//
+// # The invariant
+//
+// A message is acknowledged (ACK or TERM) only after everything required for
+// it has durably happened: its sink reported it Committed or Duplicate, or its
+// dead-letter record was published and JetStream acknowledged that publish.
+// Every other message stays unacknowledged: it is NAKed or left for AckWait,
+// and JetStream redelivers it. No path turns an unknown outcome into an ACK,
+// and with several batches in flight each batch is acknowledged after its own
+// commit only (spec README §3, runtime.md §3–§7).
+//
+// A Runner is configured like http.Server: set its fields, then call Run.
+// Zero values mean the config.md defaults.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/internal/metadata"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Temporary-failure actions (delivery.temporary_failure_action).
+const (
+	ActionNak          = "nak"
+	ActionLeaveUnacked = "leave_unacked"
+)
+
+// Defaults of config.md §5 that the Runner applies to zero fields.
+const (
+	DefaultBatchSize       = 100
+	DefaultBatchTimeout    = time.Second
+	DefaultMaxInFlight     = 1
+	DefaultShutdownTimeout = 20 * time.Second
+	DefaultPublishTimeout  = 5 * time.Second
+)
+
+// ErrFailFast is matched (errors.Is) by the error Run returns when
+// delivery.fail_fast stopped it; the CLI maps it to exit 1.
+var ErrFailFast = errors.New("delivery.fail_fast")
+
+// ErrConsumerNotFound is matched by the error Run returns when the bound
+// consumer disappeared from the server (runtime §3.1). Re-running consumer
+// management is the caller's job; the CLI exits 2 for bind_only.
+var ErrConsumerNotFound = errors.New("consumer not found")
+
+// A Runner moves messages from one pull consumer to one sink: fetch → envelope
+// → encrypt → WriteBatch with isolation → dead-letter → ACK/TERM → NAK.
+//
+// Set the fields before Run and do not change them afterwards. A nil optional
+// field disables that feature; a zero value means the config.md default.
+// A Runner runs once.
+type Runner struct {
+	// Consumer is the bound pull consumer. Required.
+	Consumer jetstream.Consumer
+	// JetStream publishes dead letters. Required when DeadLetter is set.
+	JetStream jetstream.JetStream
+	// Conn, when set, is flushed after each batch's ACKs so that a batch is
+	// only released once its ACKs have left the client.
+	Conn *nats.Conn
+	// Sink is the started destination. Required. The caller stops it after
+	// Run returns: Run never calls Stop.
+	Sink sink.Sink
+	// Metadata resolves priority, classification and labels; nil means the
+	// defaults (standard header names, no rules).
+	Metadata *metadata.Resolver
+	// Encrypt, when set, replaces an envelope's Data with its encryption
+	// envelope (runtime §13). It is not called for headers-only messages,
+	// whose payload was omitted. An error sends the whole batch to the
+	// temporary path.
+	Encrypt func(*sink.Envelope) error
+	// DeadLetter configures the DLQ; nil disables it.
+	DeadLetter *DeadLetter
+	// ConsumerName is nats.consumer, used in the DLQ Nats-Msg-Id; "" means
+	// the name from consumer info.
+	ConsumerName string
+
+	// BatchSize is the largest fetch; 0 means 100.
+	BatchSize int
+	// BatchTimeout is the fetch expiry; 0 means 1 s.
+	BatchTimeout time.Duration
+	// MaxInFlight is the number of batches processed concurrently; 0 means 1.
+	MaxInFlight int
+	// Retry holds max_retries and the NAK back-off settings.
+	Retry Retry
+	// TemporaryAction is "nak" (default) or "leave_unacked".
+	TemporaryAction string
+	// Isolation is "message" (default) or "batch".
+	Isolation string
+	// ShutdownTimeout bounds how long in-flight batches may continue after
+	// ctx ends (or after a fail-fast stop). nil means 20 s; a pointer to 0
+	// cancels in-flight writes at once (config allows shutdown_timeout_ms 0).
+	ShutdownTimeout *time.Duration
+	// FailFast stops the runner after an ACK, TERM, DLQ-publish or
+	// destination failure, once in-flight batches settle.
+	FailFast bool
+	// MaxDeliver is the consumer's MaxDeliver. 0 means "read it from consumer
+	// info" (at start and on every 10 s refresh); a negative value means
+	// unlimited regardless of the server.
+	MaxDeliver int
+
+	// Metrics receives every runner metric; nil disables metrics.
+	Metrics *telemetry.Metrics
+	// Logger receives runner logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Rand draws the jitter u in [0, 1); nil means JitterDraw (crypto/rand).
+	Rand func() float64
+
+	started atomic.Bool
+	st      state
+}
+
+// DeadLetter configures dead-lettering (config.md §6).
+type DeadLetter struct {
+	Subject          string
+	IncludePayload   bool
+	IncludeHeaders   bool
+	IncludeError     bool
+	TermAfterPublish bool
+	// OnMaxDeliver dead-letters a message whose temporary failure happened on
+	// its last allowed delivery. Note that the zero value is false while the
+	// config default is true: the CLI sets it from the configuration.
+	OnMaxDeliver bool
+	// PublishTimeout bounds the wait for each PubAck; 0 means 5 s.
+	PublishTimeout time.Duration
+}
+
+// Status is the runner's part of /readyz (observability §2).
+type Status struct {
+	// Bound is true while Run is running with its consumer bound.
+	Bound bool
+	// FetchFailing is true after 3 consecutive failed fetches, until the next
+	// successful one.
+	FetchFailing bool
+	// SinkUnhealthy is true after a destination failure until the next commit.
+	SinkUnhealthy bool
+	// CircuitOpen is true while fetching is paused for a broken destination.
+	CircuitOpen bool
+	// Draining is true once shutdown (or a fail-fast stop) began.
+	Draining bool
+	// InFlight is the number of batches between fetch and final decision.
+	InFlight int
+}
+
+// state is the mutable part of a running Runner.
+type state struct {
+	mu            sync.Mutex
+	bound         bool
+	fetchFailures int
+	sinkUnhealthy bool
+	draining      bool
+	inFlight      map[uint64]time.Time // batch start times, for the stuck gauge
+	nextBatch     uint64
+	maxDeliver    int
+	consumerName  string
+	failErr       error // first fail-fast cause
+	fatalErr      error // consumer gone
+	stop          chan struct{}
+	stopOnce      sync.Once
+
+	circuit circuit
+	metrics *telemetry.Metrics // never nil while running
+}
+
+// Status reports readiness inputs. It is safe to call concurrently with Run.
+func (r *Runner) Status() Status {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	s := Status{
+		Bound:         r.st.bound,
+		FetchFailing:  r.st.fetchFailures >= 3,
+		SinkUnhealthy: r.st.sinkUnhealthy,
+		Draining:      r.st.draining,
+		InFlight:      len(r.st.inFlight),
+	}
+	r.st.circuit.mu.Lock()
+	s.CircuitOpen = r.st.circuit.open
+	r.st.circuit.mu.Unlock()
+	return s
+}
+
+// Resolved settings.
+
+func (r *Runner) batchSize() int {
+	if r.BatchSize <= 0 {
+		return DefaultBatchSize
+	}
+	return r.BatchSize
+}
+
+func (r *Runner) batchTimeout() time.Duration {
+	if r.BatchTimeout <= 0 {
+		return DefaultBatchTimeout
+	}
+	return r.BatchTimeout
+}
+
+func (r *Runner) maxInFlight() int {
+	if r.MaxInFlight <= 0 {
+		return DefaultMaxInFlight
+	}
+	return r.MaxInFlight
+}
+
+func (r *Runner) shutdownTimeout() time.Duration {
+	if r.ShutdownTimeout == nil {
+		return DefaultShutdownTimeout
+	}
+	return max(*r.ShutdownTimeout, 0)
+}
+
+func (r *Runner) publishTimeout() time.Duration {
+	if r.DeadLetter == nil || r.DeadLetter.PublishTimeout <= 0 {
+		return DefaultPublishTimeout
+	}
+	return r.DeadLetter.PublishTimeout
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) draw() float64 {
+	if r.Rand != nil {
+		return r.Rand()
+	}
+	return JitterDraw()
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (r *Runner) metrics() *telemetry.Metrics { return r.st.metrics }
+
+func (r *Runner) validate() error {
+	var errs []error
+	if r.Consumer == nil {
+		errs = append(errs, errors.New("runner: Consumer is required"))
+	}
+	if r.Sink == nil {
+		errs = append(errs, errors.New("runner: Sink is required"))
+	}
+	if r.DeadLetter != nil {
+		if r.JetStream == nil {
+			errs = append(errs, errors.New("runner: JetStream is required when DeadLetter is set"))
+		}
+		if r.DeadLetter.Subject == "" {
+			errs = append(errs, errors.New("runner: DeadLetter.Subject is required"))
+		}
+	}
+	switch r.TemporaryAction {
+	case "", ActionNak, ActionLeaveUnacked:
+	default:
+		errs = append(errs, fmt.Errorf("runner: unknown TemporaryAction %q", r.TemporaryAction))
+	}
+	switch r.Isolation {
+	case "", IsolationMessage, IsolationBatch:
+	default:
+		errs = append(errs, fmt.Errorf("runner: unknown Isolation %q", r.Isolation))
+	}
+	return errors.Join(errs...)
+}
+
+// Run fetches and processes batches until ctx ends, then drains: it stops
+// fetching, NAKs (without delay) what an interrupted fetch returned, lets
+// in-flight batches finish for up to ShutdownTimeout, cancels the writes still
+// running after that and NAKs their messages without delay, never ACKing
+// them. It returns nil after such a drain.
+//
+// With FailFast, the first ACK/TERM, DLQ-publish or destination failure stops
+// fetching and Run returns an error matching ErrFailFast once in-flight
+// batches settled. If the consumer disappears Run returns an error matching
+// ErrConsumerNotFound. Run does not stop the sink.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	if !r.started.CompareAndSwap(false, true) {
+		return errors.New("runner: Run called twice")
+	}
+	r.st.metrics = r.Metrics
+	if r.st.metrics == nil {
+		// Fields of a zero Metrics are nil, and nil metrics are no-ops.
+		r.st.metrics = &telemetry.Metrics{}
+	}
+	r.st.stop = make(chan struct{})
+	r.st.inFlight = map[uint64]time.Time{}
+	r.st.circuit.changed = make(chan struct{})
+	r.st.maxDeliver = r.MaxDeliver
+	r.st.consumerName = r.ConsumerName
+	if info := r.Consumer.CachedInfo(); info != nil {
+		r.applyInfo(info)
+	}
+
+	log := r.logger().With("component", "runner")
+	m := r.metrics()
+	m.SinkHealthy.Set(1)
+	m.SinkCircuitOpen.Set(0)
+
+	// hard is the context of in-flight work. It survives ctx so that a batch
+	// already written can still be acknowledged (a committed, unacked batch
+	// is written twice), and is cancelled ShutdownTimeout after the drain
+	// begins.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	var drainOnce sync.Once
+	var drainTimer *time.Timer
+	var drainMu sync.Mutex
+	beginDrain := func() {
+		drainOnce.Do(func() {
+			r.st.mu.Lock()
+			r.st.draining = true
+			r.st.mu.Unlock()
+			drainMu.Lock()
+			drainTimer = time.AfterFunc(r.shutdownTimeout(), cancelHard)
+			drainMu.Unlock()
+		})
+	}
+	defer func() {
+		drainMu.Lock()
+		if drainTimer != nil {
+			drainTimer.Stop()
+		}
+		drainMu.Unlock()
+	}()
+	stopAfter := context.AfterFunc(ctx, beginDrain)
+	defer stopAfter()
+
+	r.st.mu.Lock()
+	r.st.bound = true
+	r.st.mu.Unlock()
+	defer func() {
+		r.st.mu.Lock()
+		r.st.bound = false
+		r.st.mu.Unlock()
+	}()
+
+	// loopCtx ends the background helpers when Run returns.
+	loopCtx, cancelLoop := context.WithCancel(ctx)
+	defer cancelLoop()
+	var bg sync.WaitGroup
+	bg.Go(func() { r.refreshConsumer(loopCtx, log) })
+	bg.Go(func() { r.reportOldest(loopCtx) })
+	defer bg.Wait()
+
+	var batches sync.WaitGroup
+	r.fetchLoop(ctx, hard, &batches, log)
+	beginDrain()
+	batches.Wait()
+	cancelLoop()
+
+	r.st.mu.Lock()
+	failErr, fatalErr := r.st.failErr, r.st.fatalErr
+	r.st.mu.Unlock()
+	if hard.Err() != nil {
+		log.Warn("drain timed out")
+	} else {
+		log.Info("drain complete")
+	}
+	switch {
+	case fatalErr != nil:
+		return fatalErr
+	case failErr != nil:
+		return failErr
+	}
+	return nil
+}
+
+// stopping reports whether the fetch loop must end for a reason other than
+// ctx (fail-fast, vanished consumer).
+func (r *Runner) stopping() bool {
+	select {
+	case <-r.st.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// failFast records the first fail-fast cause and stops fetching. It is a
+// no-op unless FailFast is set.
+func (r *Runner) failFast(reason string, err error) {
+	if !r.FailFast {
+		return
+	}
+	r.st.mu.Lock()
+	if r.st.failErr == nil {
+		r.st.failErr = &FailFastError{Reason: reason, Err: err}
+	}
+	r.st.mu.Unlock()
+	r.st.stopOnce.Do(func() { close(r.st.stop) })
+}
+
+// fatal records an error that ends Run (the consumer is gone).
+func (r *Runner) fatal(err error) {
+	r.st.mu.Lock()
+	if r.st.fatalErr == nil {
+		r.st.fatalErr = err
+	}
+	r.st.mu.Unlock()
+	r.st.stopOnce.Do(func() { close(r.st.stop) })
+}
+
+// FailFastError is returned by Run when delivery.fail_fast stopped it.
+type FailFastError struct {
+	// Reason names the failure: "ack", "term", "dlq publish" or
+	// "destination".
+	Reason string
+	Err    error
+}
+
+func (e *FailFastError) Error() string {
+	return fmt.Sprintf("delivery.fail_fast: stopping after %s failure: %v", e.Reason, e.Err)
+}
+
+// Unwrap returns ErrFailFast and the cause.
+func (e *FailFastError) Unwrap() []error { return []error{ErrFailFast, e.Err} }
+
+// fetchLoop issues fetches into free in-flight slots (runtime §3.1, §9)
+// until ctx ends or the runner stops.
+func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, log *slog.Logger) {
+	m := r.metrics()
+	slots := make(chan struct{}, r.maxInFlight())
+	release := func() {
+		<-slots
+		m.CurrentBatchesInFlight.Set(float64(len(slots)))
+	}
+	retryWait := 100 * time.Millisecond
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		case <-r.st.stop:
+			return
+		}
+		m.CurrentBatchesInFlight.Set(float64(len(slots)))
+		probe, ok := r.waitCircuit(ctx, log)
+		if !ok {
+			release()
+			return
+		}
+		msgs, err := r.fetch(ctx)
+		if ctx.Err() != nil || r.stopping() {
+			// Shutdown: what the fetch returned is never processed and
+			// never ACKed; NAK it without delay so another process (or the
+			// next start) gets it at once.
+			r.nakNow(msgs, log)
+			r.probeDone(probe, false)
+			release()
+			return
+		}
+		if err != nil && len(msgs) == 0 {
+			r.probeDone(probe, false)
+			release()
+			if r.consumerGone(ctx, err) {
+				r.fatal(fmt.Errorf("runner: fetch from consumer %q: %w", r.consumerName(), ErrConsumerNotFound))
+				log.Error("consumer not found", "consumer", r.consumerName(), "error", err.Error())
+				return
+			}
+			r.st.mu.Lock()
+			r.st.fetchFailures++
+			n := r.st.fetchFailures
+			r.st.mu.Unlock()
+			log.Warn("fetch failed", "attempt", n, "delay_ms", retryWait.Milliseconds(), "error", err.Error())
+			if !sleep(ctx, r.st.stop, retryWait) {
+				return
+			}
+			retryWait = min(2*retryWait, 5*time.Second)
+			continue
+		}
+		retryWait = 100 * time.Millisecond
+		r.st.mu.Lock()
+		r.st.fetchFailures = 0
+		r.st.mu.Unlock()
+		if len(msgs) == 0 {
+			r.probeDone(probe, false)
+			release()
+			continue
+		}
+		batches.Go(func() {
+			defer release()
+			r.process(hard, msgs, probe)
+		})
+	}
+}
+
+// fetch returns the next batch: a no-wait probe returns what is pending at
+// once; only when nothing is, a lingering fetch waits up to BatchTimeout.
+// Without the probe nats.go would hold every partial batch until expiry.
+func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
+	start := time.Now()
+	defer func() { r.metrics().NATSFetchSeconds.Observe(time.Since(start).Seconds()) }()
+	n := r.batchSize()
+	b, err := r.Consumer.FetchNoWait(n)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := drainBatch(b)
+	if len(msgs) > 0 || err != nil || ctx.Err() != nil {
+		return msgs, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, r.batchTimeout())
+	defer cancel()
+	b, err = r.Consumer.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		if ctx.Err() == nil && fctx.Err() != nil {
+			return nil, nil // expired before the request went out: empty
+		}
+		return nil, err
+	}
+	msgs, err = drainBatch(b)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = nil // our own expiry: a partial or empty batch, not a failure
+	}
+	return msgs, err
+}
+
+func drainBatch(b jetstream.MessageBatch) ([]jetstream.Msg, error) {
+	var msgs []jetstream.Msg
+	for msg := range b.Messages() {
+		msgs = append(msgs, msg)
+	}
+	return msgs, b.Error()
+}
+
+// consumerGone reports whether a fetch error means the consumer no longer
+// exists, confirmed by a consumer info request so that a transient error is
+// never mistaken for deletion.
+func (r *Runner) consumerGone(ctx context.Context, err error) bool {
+	if !errors.Is(err, jetstream.ErrConsumerDeleted) && !errors.Is(err, jetstream.ErrConsumerNotFound) &&
+		!errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrNoResponders) {
+		return false
+	}
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, ierr := r.Consumer.Info(ictx)
+	return errors.Is(ierr, jetstream.ErrConsumerNotFound)
+}
+
+func (r *Runner) consumerName() string {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	return r.st.consumerName
+}
+
+func (r *Runner) maxDeliver() int {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	return r.st.maxDeliver
+}
+
+// applyInfo takes the consumer name and MaxDeliver from consumer info, and
+// sets the lag gauges.
+func (r *Runner) applyInfo(info *jetstream.ConsumerInfo) {
+	r.st.mu.Lock()
+	if r.ConsumerName == "" {
+		r.st.consumerName = info.Name
+	}
+	if r.MaxDeliver == 0 {
+		r.st.maxDeliver = info.Config.MaxDeliver
+	}
+	r.st.mu.Unlock()
+	m := r.metrics()
+	m.ConsumerNumPending.Set(float64(info.NumPending))
+	m.ConsumerNumAckPending.Set(float64(info.NumAckPending))
+	m.ConsumerNumRedelivered.Set(float64(info.NumRedelivered))
+	m.ConsumerNumWaiting.Set(float64(info.NumWaiting))
+}
+
+// consumerRefresh is how often consumer info (lag gauges, MaxDeliver) is
+// re-read (observability §1).
+const consumerRefresh = 10 * time.Second
+
+func (r *Runner) refreshConsumer(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(consumerRefresh)
+	defer t.Stop()
+	for {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := r.Consumer.Info(ictx)
+		cancel()
+		switch {
+		case err == nil:
+			r.applyInfo(info)
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			log.Error("consumer not found", "consumer", r.consumerName())
+			r.fatal(fmt.Errorf("runner: consumer %q: %w", r.consumerName(), ErrConsumerNotFound))
+			return
+		case ctx.Err() == nil:
+			log.Debug("consumer info failed", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reportOldest keeps oldest_in_flight_batch_seconds current for stuck-write
+// alerts.
+func (r *Runner) reportOldest(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.metrics().OldestInFlightBatchSeconds.Set(0)
+			return
+		case <-t.C:
+		}
+		r.st.mu.Lock()
+		var oldest time.Time
+		for _, s := range r.st.inFlight {
+			if oldest.IsZero() || s.Before(oldest) {
+				oldest = s
+			}
+		}
+		r.st.mu.Unlock()
+		age := 0.0
+		if !oldest.IsZero() {
+			age = time.Since(oldest).Seconds()
+		}
+		r.metrics().OldestInFlightBatchSeconds.Set(age)
+	}
+}
+
+// sleep waits d unless ctx ends or stop closes; it reports whether the full
+// wait happened.
+func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+// newBatchID returns 16 random hex characters (runtime §3 step 1).
+func newBatchID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,25 @@
+// Package builtin lists every sink compiled into nats-sink. It is the only
+// package (besides the CLI) that imports all sink drivers, so a library user
+// of one sink package pulls in no other driver.
+package builtin
+
+import (
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/file"
+)
+
+// Registry returns a registry holding every built-in sink type.
+func Registry() *sink.Registry {
+	r := sink.NewRegistry()
+	r.Register("file", file.Decode)
+	return r
+}
+
+// Prototypes returns, per built-in sink type, a pointer to its default
+// configuration; the JSON Schema generator reads the struct tags.
+func Prototypes() map[string]any {
+	fileDefault := file.Default()
+	return map[string]any{
+		"file": &fileDefault,
+	}
+}

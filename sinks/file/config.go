@@ -1,0 +1,159 @@
+// Package file is the file sink: one JSON record file per message, written
+// atomically under a deterministic name (spec sinks.md §1, data-shapes §7).
+//
+// A record is first written to a temp file in its target directory (an
+// unnamed O_TMPFILE file on Linux, else .<name>.<random>.tmp), made durable,
+// and only then linked into place, so a name never points at partial or
+// unsynced data. Redelivery finds the same name again: skip_existing turns it
+// into a no-op, overwrite rewrites it, fail dead-letters it.
+package file
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Config is the file sink's configuration (sinks.md §1). Default returns it
+// with every default; Decode fills it from a "sink" object.
+type Config struct {
+	Type               string             `json:"type" doc:"Sink type." enum:"file"`
+	Directory          string             `json:"directory" required:"true" nonblank:"true" doc:"Root directory of the records; a leading ~ is expanded to the home directory."`
+	Mode               string             `json:"mode" enum:"one_file_per_message" doc:"Write mode; one file per message is the only one."`
+	FilenameStrategy   string             `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (data-shapes §5)."`
+	DuplicatePolicy    string             `json:"duplicate_policy" enum:"skip_existing,overwrite,fail" doc:"What happens when the file already exists, e.g. on redelivery."`
+	PayloadMode        record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record (data-shapes §4)."`
+	Extension          string             `json:"extension" doc:"File name extension; defaults to .json, or .json.gz with gzip. Starts with a dot, is not . or .., and holds no / or \\."`
+	Compression        string             `json:"compression" enum:"none,gzip" doc:"Compress each record file."`
+	CompressionLevel   int                `json:"compression_level" min:"1" max:"9" doc:"gzip level."`
+	IncludeMetadata    bool               `json:"include_metadata" doc:"Add the standard metadata document to each record."`
+	PartitionBySubject bool               `json:"partition_by_subject" doc:"Write each subject into its own sub-directory."`
+	CreateDirectory    bool               `json:"create_directory" doc:"Create a missing root directory at start."`
+	Fsync              bool               `json:"fsync" doc:"Make each file and its directory entry durable before acknowledging."`
+	Pretty             bool               `json:"pretty" doc:"Indent records (two spaces, one item per line)."`
+
+	// ExtensionSet records whether the object named an extension, so that
+	// the gzip default (.json.gz) applies only when it did not.
+	ExtensionSet bool `json:"-" presence:"extension"`
+	// TempMaxAge is the age beyond which named temp files found at start
+	// belong to a dead process and are removed: the CLI sets it to
+	// 2 × delivery.shutdown_timeout_ms. Zero means 40 s, twice the default
+	// shutdown timeout.
+	TempMaxAge time.Duration `json:"-"`
+}
+
+// defaultTempMaxAge is 2 × the default delivery.shutdown_timeout_ms (20 s).
+const defaultTempMaxAge = 40 * time.Second
+
+// Default returns the configuration with every default of sinks.md §1.
+// Extension stays empty until Decode or New derives it from Compression.
+func Default() Config {
+	return Config{
+		Type:               "file",
+		Mode:               "one_file_per_message",
+		FilenameStrategy:   "stream_sequence",
+		DuplicatePolicy:    "skip_existing",
+		PayloadMode:        record.JSONOrEnvelope,
+		Compression:        "none",
+		CompressionLevel:   6,
+		IncludeMetadata:    true,
+		PartitionBySubject: true,
+		CreateDirectory:    true,
+		Fsync:              true,
+	}
+}
+
+// Decode validates one file "sink" object without I/O and returns its
+// Config. Problems come back as one *sink.ConfigError with paths relative to
+// the sink object ("directory: required").
+func Decode(raw json.RawMessage) (sink.Opener, error) {
+	c := Default()
+	if err := fields.DecodeSink(raw, &c); err != nil {
+		return nil, err
+	}
+	dir, err := expandHome(c.Directory)
+	if err != nil {
+		return nil, &sink.ConfigError{Problems: []sink.Problem{{Path: "directory", Message: err.Error()}}}
+	}
+	c.Directory = dir
+	c.Extension = c.extension()
+	return c, nil
+}
+
+// Validate checks the rules the struct tags cannot express; fields.DecodeSink
+// calls it after decoding.
+func (c *Config) Validate(p *fields.Problems) {
+	if strings.ContainsRune(c.Directory, 0) {
+		p.Add("directory", "must not contain NUL")
+	}
+	if c.ExtensionSet {
+		if msg := checkExtension(c.Extension); msg != "" {
+			p.Add("extension", msg)
+		}
+	}
+}
+
+// checkExtension returns the problem with an extension, or "".
+func checkExtension(ext string) string {
+	switch {
+	case !strings.HasPrefix(ext, "."):
+		return fmt.Sprintf("must start with \".\" (got %q)", ext)
+	case ext == "." || ext == "..":
+		return fmt.Sprintf("must not be \".\" or \"..\" (got %q)", ext)
+	case strings.ContainsAny(ext, "/\\\x00"):
+		return fmt.Sprintf("must not contain \"/\" or \"\\\" (got %q)", ext)
+	}
+	return ""
+}
+
+// extension returns the configured extension or its derived default.
+func (c Config) extension() string {
+	if c.ExtensionSet || c.Extension != "" {
+		return c.Extension
+	}
+	if c.Compression == "gzip" {
+		return ".json.gz"
+	}
+	return ".json"
+}
+
+// expandHome expands a leading "~" or "~user" the way a shell does.
+func expandHome(dir string) (string, error) {
+	if !strings.HasPrefix(dir, "~") {
+		return dir, nil
+	}
+	name, rest, _ := strings.Cut(dir[1:], "/")
+	var home string
+	if name == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("cannot expand ~: %w", err)
+		}
+		home = h
+	} else {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return "", fmt.Errorf("cannot expand ~%s: %w", name, err)
+		}
+		home = u.HomeDir
+	}
+	return filepath.Join(home, rest), nil
+}
+
+// Open starts the sink; it is New behind the sink.Opener interface.
+func (c Config) Open(ctx context.Context) (sink.Sink, error) {
+	s, err := New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,59 @@
+package file
+
+import (
+	"errors"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// openBeneath opens the directory name inside the directory rootfd. Symlinks
+// are followed only while they stay beneath rootfd (RESOLVE_BENEATH), so a
+// subject directory that is a symlink pointing outside the root fails with
+// errEscapes instead of letting the sink write elsewhere. The check and the
+// open are one system call: nothing can swap the link in between.
+func openBeneath(rootfd int, rootPath, name string) (int, error) {
+	fd, err := unix.Openat2(rootfd, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case err == nil:
+		return fd, nil
+	case errors.Is(err, unix.EXDEV):
+		return -1, errEscapes
+	case errors.Is(err, unix.ENOSYS):
+		// Kernels before 5.6 have no openat2: resolve and check by path.
+		return openBeneathByPath(rootPath, name)
+	}
+	return -1, err
+}
+
+// openTmpfile creates an unnamed file in dirfd. It returns errNoTmpfile when
+// the filesystem cannot do O_TMPFILE, so the caller falls back to a named
+// temp file. An unnamed file vanishes with the process: a crash leaves no
+// debris behind.
+func openTmpfile(dirfd int) (int, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, fileMode)
+	if err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
+			return -1, errNoTmpfile
+		}
+		return -1, err
+	}
+	return fd, nil
+}
+
+// linkTmpfile gives the unnamed file fd the name newName in dirfd. Linking
+// through /proc/self/fd with AT_SYMLINK_FOLLOW works without
+// CAP_DAC_READ_SEARCH, which AT_EMPTY_PATH would need. It fails with EEXIST
+// when newName exists: link never replaces a file.
+func linkTmpfile(fd, dirfd int, newName string) error {
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, newName, unix.AT_SYMLINK_FOLLOW)
+}
+
+// syncFilesystem flushes the whole filesystem holding fd (syncfs(2)); since
+// Linux 5.8 it reports writeback errors of that filesystem.
+func syncFilesystem(fd int) error { return unix.Syncfs(fd) }
+
+const haveSyncfs = true
