@@ -162,7 +162,6 @@ func sortedKeys[V any](e *encoder, m map[string]V, depth int) int {
 	return start
 }
 
-
 func checkDepth(depth int) {
 	if depth >= maxEncodeDepth {
 		panic("jsonx: value nested deeper than " + strconv.Itoa(maxEncodeDepth) + " levels (cyclic?)")

@@ -24,7 +24,8 @@ type Settings struct {
 	// Enabled says whether the settings encrypt at all. Policy reads it;
 	// Encrypt ignores it.
 	Enabled bool
-	// Algorithm is aes-256-gcm or aes-256-ccm (NormalizeAlgorithm spelling).
+	// Algorithm is aes-256-gcm or aes-256-ccm, spelled as config.md §7.4
+	// allows (see NormalizeAlgorithm); envelopes carry the normalised name.
 	Algorithm string
 	// KeyID is written into every envelope: non-blank, at most 128
 	// characters.
@@ -88,7 +89,7 @@ type sealer struct {
 // Problems are reported as "<key>: <message>", without key material.
 func newSealer(s Settings) (*sealer, error) {
 	var problems []error
-	alg := s.Algorithm
+	alg := NormalizeAlgorithm(s.Algorithm)
 	if err := checkAlgorithm(alg, false); err != nil {
 		problems = append(problems, fmt.Errorf("algorithm: %w", err))
 	}

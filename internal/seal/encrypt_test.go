@@ -238,6 +238,15 @@ func TestRoundTripEveryConfigurableSize(t *testing.T) {
 
 // TestGCMTagLengthIgnored: config.md §7.4 lets tag_length differ for GCM,
 // which always writes and uses a 16-byte tag.
+func TestEncryptNormalisesAlgorithm(t *testing.T) {
+	s := ccmSettings("k2", 13, 8)
+	s.Algorithm = " AES_256_CCM "
+	got, err := Encrypt([]byte("hello"), s, nonceReader{})
+	if err != nil || string(got) != specVectors[2].want {
+		t.Errorf("Encrypt(algorithm %q) = %s, %v; want the ccm spec vector", s.Algorithm, got, err)
+	}
+}
+
 func TestGCMTagLengthIgnored(t *testing.T) {
 	s := gcm("k", 12)
 	s.TagLength = 8

@@ -140,35 +140,39 @@ func TestLayoutOptions(t *testing.T) {
 }
 
 func TestGzip(t *testing.T) {
-	e := env("orders.created", 3, "", `{"note":"café"}`)
+	// Two records per batch: the second reuses the pooled gzip writer.
+	batch := []*sink.Envelope{env("orders.created", 3, "", `{"note":"café"}`), env("orders.created", 4, "", "plain text")}
+	names := []string{"ORDERS-00000000000000000003.json", "ORDERS-00000000000000000004.json"}
 	plainCfg := config(t)
 	plain := open(t, plainCfg)
-	plain.WriteBatch(t.Context(), []*sink.Envelope{e})
-	want := read(t, filepath.Join(plainCfg.Directory, "orders.created/ORDERS-00000000000000000003.json"))
+	plain.WriteBatch(t.Context(), batch)
 
 	for _, level := range []int{1, 6, 9} {
 		t.Run(fmt.Sprint("level ", level), func(t *testing.T) {
 			c := config(t)
 			c.Compression, c.CompressionLevel = "gzip", level
 			s := open(t, c)
-			if rs := s.WriteBatch(t.Context(), []*sink.Envelope{e}); rs[0].Outcome != sink.Committed {
-				t.Fatalf("WriteBatch = %+v", rs)
+			if diff := cmp.Diff([]sink.Outcome{sink.Committed, sink.Committed}, outcomes(s.WriteBatch(t.Context(), batch))); diff != "" {
+				t.Fatalf("outcomes (-want +got):\n%s", diff)
 			}
-			raw := read(t, filepath.Join(c.Directory, "orders.created/ORDERS-00000000000000000003.json.gz"))
-			zr, err := gzip.NewReader(bytes.NewReader(raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := io.ReadAll(zr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("decompressed record (-want +got):\n%s", diff)
-			}
-			h := zr.Header
-			if !h.ModTime.IsZero() || h.Name != "" || h.OS != 3 || raw[4]|raw[5]|raw[6]|raw[7] != 0 {
-				t.Errorf("gzip header = mtime %v name %q os %d, want mtime 0, no name, os 3", h.ModTime, h.Name, h.OS)
+			for _, name := range names {
+				want := read(t, filepath.Join(plainCfg.Directory, "orders.created", name))
+				raw := read(t, filepath.Join(c.Directory, "orders.created", name+".gz"))
+				zr, err := gzip.NewReader(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(zr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(string(want), string(got)); diff != "" {
+					t.Errorf("decompressed %s (-want +got):\n%s", name, diff)
+				}
+				h := zr.Header
+				if !h.ModTime.IsZero() || h.Name != "" || h.OS != 3 || raw[4]|raw[5]|raw[6]|raw[7] != 0 || raw[3] != 0 {
+					t.Errorf("%s gzip header = mtime %v name %q os %d flags %#x, want mtime 0, no name, os 3", name, h.ModTime, h.Name, h.OS, raw[3])
+				}
 			}
 		})
 	}

@@ -1,0 +1,201 @@
+// Package e2e runs the real nats-sink binary as a subprocess against real
+// NATS servers and checks the product's promise from the outside: after
+// crashes (SIGKILL), graceful stops (SIGTERM) and restarts, every message is
+// written exactly once and acknowledged, and nothing is acknowledged that was
+// not written.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+)
+
+// binary is the nats-sink executable built once for the package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nats-sink-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "nats-sink")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/nats-sink")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: go build:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is one running `nats-sink run`.
+type process struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan error
+}
+
+func start(t *testing.T, configPath string) *process {
+	t.Helper()
+	p := &process{done: make(chan error, 1)}
+	p.cmd = exec.Command(binary, "run", configPath)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start nats-sink: %v", err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit within d and returns its exit code.
+func (p *process) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("nats-sink did not exit within %v\nstdout:\n%s\nstderr:\n%s", d, p.stdout.String(), p.stderr.String())
+		return -1
+	}
+}
+
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	<-p.done
+}
+
+// fileConfig writes a run configuration for a file sink and returns its path.
+func fileConfig(t *testing.T, url, stream, consumer, subject, dir string, extra string) string {
+	t.Helper()
+	doc := fmt.Sprintf(`{
+  "nats": {"url": %q, "stream": %q, "consumer": %q, "subject": %q},
+  "consumer_management": {"ack_wait_seconds": 3, "max_ack_pending": 4000},
+  "delivery": {"batch_size": 250, "max_in_flight_batches": 4, "batch_timeout_ms": 200,
+               "retry_backoff_ms": 100, "shutdown_timeout_ms": 10000},
+  "logging": {"level": "WARNING"}%s,
+  "sink": {"type": "file", "directory": %q, "fsync": true}
+}`, url, stream, consumer, subject, extra, dir)
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ackState returns the consumer's ack floor (stream sequence) and number of
+// ack-pending messages.
+func ackState(ctx context.Context, js jetstream.JetStream, stream, consumer string) (uint64, int, error) {
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return 0, 0, err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return info.AckFloor.Stream, info.NumAckPending, nil
+}
+
+// checkFiles asserts that dir holds exactly one record file per stream
+// sequence 1..n of stream, each with the right sequence and payload, and no
+// temp files or other debris.
+func checkFiles(t *testing.T, dir, stream string, n int) {
+	t.Helper()
+	seen := make(map[int64]string, n)
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		name := d.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			t.Errorf("debris in the output directory: %s", path)
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		v, err := jsonx.Parse(data)
+		if err != nil {
+			t.Errorf("%s: not valid JSON: %v", path, err)
+			return nil
+		}
+		rec := v.(map[string]any)
+		seq, _ := rec["stream_sequence"].(jsonx.Integer)
+		var s int64
+		fmt.Sscan(string(seq), &s)
+		if want := fmt.Sprintf("%s-%020d.json", stream, s); name != want {
+			t.Errorf("%s: holds stream sequence %d, want file name %s", path, s, want)
+		}
+		payload, _ := rec["payload"].(map[string]any)
+		if got := fmt.Sprint(payload["n"]); got != fmt.Sprint(s) {
+			t.Errorf("%s: payload n = %s, want %d", path, got, s)
+		}
+		if prev, dup := seen[s]; dup {
+			t.Errorf("stream sequence %d written twice: %s and %s", s, prev, path)
+		}
+		seen[s] = path
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n {
+		missing := 0
+		for s := int64(1); s <= int64(n); s++ {
+			if _, ok := seen[s]; !ok {
+				missing++
+			}
+		}
+		t.Errorf("%d record files, want %d (%d sequences missing)", len(seen), n, missing)
+	}
+}
+
+func body(i int) []byte { return fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i+1, strings.Repeat("x", 200)) }
+
+func init() {
+	// The subprocess and the embedded server share two cores: keep the
+	// test's own goroutines from starving them.
+	runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
+}
+
+func replaceInFile(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(old)) {
+		t.Fatalf("%s does not contain %q", path, old)
+	}
+	if err := os.WriteFile(path, bytes.ReplaceAll(data, []byte(old), []byte(new)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,211 @@
+package dlq
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+var failedAt = time.Date(2026, 5, 29, 10, 0, 1, 234567890, time.UTC)
+
+func goldenEnvelope() *sink.Envelope {
+	return intake.Build(intake.Message{
+		Subject: "orders.created",
+		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
+		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
+		Header: map[string][]string{
+			"Nats-Msg-Id":         {"O-1001"},
+			"Nats-Sinks-Priority": {"high"},
+			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
+			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
+			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		},
+	}, nil, time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC))
+}
+
+func headersOnlyEnvelope() *sink.Envelope {
+	return intake.Build(intake.Message{
+		Subject: "audit.login",
+		Header:  map[string][]string{"Nats-Msg-Size": {"2048"}},
+	}, nil, time.Date(2026, 5, 29, 10, 0, 0, 0, time.UTC))
+}
+
+func golden(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGoldenBodies(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		e    *sink.Envelope
+		f    Failure
+		o    Options
+	}{
+		{"dlq_file_fail.json", goldenEnvelope(),
+			Failure{sink.PermanentSinkError, "file sink destination already exists: ORDERS-00000000000000000042.json"},
+			Options{IncludePayload: true, IncludeHeaders: true, IncludeError: true, Consumer: "orders-file"}},
+		{"dlq_headers_only.json", headersOnlyEnvelope(),
+			Failure{sink.ValidationError, "payload-sha256 idempotency fallback is unavailable because the original payload bytes were omitted"},
+			Options{IncludePayload: true, Consumer: "audit"}},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			got := Build(tt.e, tt.f, tt.o, failedAt).Body
+			if want := golden(t, tt.file); !bytes.Equal(got, want) {
+				t.Errorf("DLQ body differs from data-shapes §8.1 (-want +got):\n%s", cmp.Diff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	redelivered := goldenEnvelope()
+	redelivered.DeliveryCount = 4
+	redelivered.Headers = sink.Headers{"TraceParent": "tp", "tracestate": "ts", "BAGGAGE": "k=v", "other": "x"}
+
+	for _, tt := range []struct {
+		name      string
+		e         *sink.Envelope
+		f         Failure
+		o         Options
+		want      map[string][]string
+		wantMsgID string
+	}{
+		{"golden message", goldenEnvelope(),
+			Failure{sink.PermanentSinkError, "file sink destination already exists: ORDERS-00000000000000000042.json"},
+			Options{IncludeError: true, Consumer: "orders-file"},
+			map[string][]string{
+				"Nats-Sinks-Error-Type":       {"PermanentSinkError"},
+				"Nats-Sinks-Original-Subject": {"orders.created"},
+				"Nats-Msg-Id":                 {"nats-sinks-dlq:orders-file:stream-sequence:ORDERS:42"},
+				"x-dead-letter-reason":        {"PermanentSinkError: file sink destination already exists: ORDERS-00000000000000000042.json"},
+				"x-original-subject":          {"orders.created"},
+				"x-original-stream":           {"ORDERS"},
+				"x-failed-at":                 {"2026-05-29T10:00:01.234Z"},
+				"x-delivery-count":            {"1"},
+				"traceparent":                 {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+			}, "nats-sinks-dlq:orders-file:stream-sequence:ORDERS:42"},
+		{"include_error false: reason is the type; trace headers in any case", redelivered,
+			Failure{sink.SerializationError, "secret detail"}, Options{Consumer: "c"},
+			map[string][]string{
+				"Nats-Sinks-Error-Type":       {"SerializationError"},
+				"Nats-Sinks-Original-Subject": {"orders.created"},
+				"Nats-Msg-Id":                 {"nats-sinks-dlq:c:stream-sequence:ORDERS:42"},
+				"x-dead-letter-reason":        {"SerializationError"},
+				"x-original-subject":          {"orders.created"},
+				"x-original-stream":           {"ORDERS"},
+				"x-failed-at":                 {"2026-05-29T10:00:01.234Z"},
+				"x-delivery-count":            {"4"},
+				"traceparent":                 {"tp"},
+				"tracestate":                  {"ts"},
+				"baggage":                     {"k=v"},
+			}, "nats-sinks-dlq:c:stream-sequence:ORDERS:42"},
+		{"no core key, stream or delivery count: omitted", headersOnlyEnvelope(),
+			Failure{sink.ValidationError, "x"}, Options{IncludeError: true, Consumer: "c"},
+			map[string][]string{
+				"Nats-Sinks-Error-Type":       {"ValidationError"},
+				"Nats-Sinks-Original-Subject": {"audit.login"},
+				"x-dead-letter-reason":        {"ValidationError: x"},
+				"x-original-subject":          {"audit.login"},
+				"x-failed-at":                 {"2026-05-29T10:00:01.234Z"},
+			}, ""},
+		{"empty error text: reason is the type alone", headersOnlyEnvelope(),
+			Failure{sink.MaxDeliveriesExceeded, ""}, Options{IncludeError: true},
+			map[string][]string{
+				"Nats-Sinks-Error-Type":       {"MaxDeliveriesExceeded"},
+				"Nats-Sinks-Original-Subject": {"audit.login"},
+				"x-dead-letter-reason":        {"MaxDeliveriesExceeded"},
+				"x-original-subject":          {"audit.login"},
+				"x-failed-at":                 {"2026-05-29T10:00:01.234Z"},
+			}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Build(tt.e, tt.f, tt.o, failedAt)
+			if diff := cmp.Diff(tt.want, m.Header); diff != "" {
+				t.Errorf("headers mismatch (-want +got):\n%s", diff)
+			}
+			if m.MsgID != tt.wantMsgID {
+				t.Errorf("MsgID = %q, want %q", m.MsgID, tt.wantMsgID)
+			}
+		})
+	}
+}
+
+func TestBodyOptions(t *testing.T) {
+	e := goldenEnvelope()
+	f := Failure{sink.PermanentSinkError, "boom"}
+	for _, tt := range []struct {
+		name        string
+		o           Options
+		has, hasNot []string
+	}{
+		{"nothing optional", Options{}, nil, []string{`"error"`, `"error_type"`, `"headers"`, `"payload_base64"`, `"payload_unavailable_reason"`}},
+		{"error only", Options{IncludeError: true}, []string{`"error":"boom"`, `"error_type":"PermanentSinkError"`}, []string{`"headers"`, `"payload_base64"`}},
+		{"payload only", Options{IncludePayload: true}, []string{`"payload_base64":"`}, []string{`"error"`, `"headers"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := string(Build(e, f, tt.o, failedAt).Body)
+			for _, s := range tt.has {
+				if !strings.Contains(body, s) {
+					t.Errorf("body lacks %s: %s", s, body)
+				}
+			}
+			for _, s := range tt.hasNot {
+				if strings.Contains(body, s) {
+					t.Errorf("body has %s: %s", s, body)
+				}
+			}
+		})
+	}
+}
+
+func TestBodyIsASCII(t *testing.T) {
+	e := goldenEnvelope()
+	e.Headers = sink.Headers{"X": "café 😀"}
+	body := Build(e, Failure{sink.PermanentSinkError, "é"}, Options{IncludeHeaders: true, IncludeError: true}, failedAt).Body
+	for i, c := range body {
+		if c >= 0x80 {
+			t.Fatalf("body byte %d is %#x; want ascii flavour: %s", i, c, body)
+		}
+	}
+	if !bytes.Contains(body, []byte(`"X":"caf\u00e9 \ud83d\ude00"`)) {
+		t.Errorf("body does not escape non-ASCII headers: %s", body)
+	}
+}
+
+func TestReason(t *testing.T) {
+	long := strings.Repeat("a", 511) + "é" // 'é' would end at byte 513
+	for _, tt := range []struct {
+		name, in, want string
+	}{
+		{"plain", "ValidationError: x", "ValidationError: x"},
+		{"controls become spaces", "a\r\nb\tc\x00d\x7fe\u0085f", "a  b c d e f"},
+		{"invalid UTF-8 becomes U+FFFD", "a\xffb", "a\ufffdb"},
+		{"cut on a character boundary", long, strings.Repeat("a", 511)},
+		{"exactly 512 kept", strings.Repeat("b", 510) + "é", strings.Repeat("b", 510) + "é"},
+		{"long ASCII cut at 512", strings.Repeat("c", 600), strings.Repeat("c", 512)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Reason(tt.in)
+			if got != tt.want {
+				t.Errorf("Reason(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if len(got) > 512 || !utf8.ValidString(got) {
+				t.Errorf("Reason(%q) is %d bytes, valid UTF-8 %v", tt.in, len(got), utf8.ValidString(got))
+			}
+		})
+	}
+}

@@ -1,0 +1,83 @@
+package jsonx_test
+
+import (
+	"testing"
+
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+)
+
+// benchRecord is a file-sink record without metadata, about 1 KB compact:
+// the typical per-message document of the hot path.
+func benchRecord() map[string]any {
+	return map[string]any{
+		"schema": "nats_sinks.file.message.v1", "schema_version": 1,
+		"subject": "orders.created", "stream": "ORDERS", "stream_sequence": uint64(42),
+		"consumer": "orders-file", "consumer_sequence": uint64(7), "message_id": "O-1001",
+		"priority": "high", "classification": nil, "labels": "billing;eu",
+		"labels_list":      []string{"billing", "eu"},
+		"mission_metadata": nil, "security_labels": nil, "custody": nil,
+		"headers": map[string]string{
+			"Nats-Msg-Id": "O-1001", "Nats-Sinks-Labels": "billing; eu ;billing", "Nats-Sinks-Priority": "high",
+			"Nats-Time-Stamp": "2026-05-29T09:59:59.5Z",
+			"traceparent":     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		},
+		"payload": map[string]any{
+			"order_id": "O-1001", "amount": 42.5, "note": "café", "currency": "EUR",
+			"customer": map[string]any{"id": jsonx.Integer("981237"), "name": "Zoë Müller", "tier": "gold"},
+			"items": []any{
+				map[string]any{"sku": "SKU-1", "qty": jsonx.Integer("2"), "price": 10.25},
+				map[string]any{"sku": "SKU-2", "qty": jsonx.Integer("1"), "price": 22.0},
+			},
+			"created_at": "2026-05-29T09:59:59.500000+00:00",
+		},
+		"payload_info": map[string]any{
+			"original_format": "json", "wrapped": false, "size_bytes": 51,
+			"sha256": "d2bfcbf1dd84f6651073184965b2f77e0cca35dfe3babdf2ac8d0867c51f279d",
+		},
+	}
+}
+
+func BenchmarkMarshal(b *testing.B) {
+	v := benchRecord()
+	for _, tt := range []struct {
+		name string
+		f    jsonx.Flavour
+	}{{"utf8", jsonx.UTF8}, {"ascii", jsonx.ASCII}} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(jsonx.Marshal(v, tt.f))))
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				buf = jsonx.Append(buf[:0], v, tt.f)
+			}
+		})
+	}
+}
+
+func BenchmarkMarshalPretty(b *testing.B) {
+	v := benchRecord()
+	b.SetBytes(int64(len(jsonx.MarshalPretty(v, jsonx.UTF8))))
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		buf = jsonx.AppendPretty(buf[:0], v, jsonx.UTF8)
+	}
+}
+
+// benchPayload is a 256-byte JSON message body.
+var benchPayload = []byte(`{"order_id":"O-1001","amount":42.50,"currency":"EUR","note":"café",` +
+	`"customer":{"id":981237,"name":"Zoe Muller","tier":"gold"},"items":[{"sku":"SKU-1","qty":2,` +
+	`"price":10.25},{"sku":"SKU-2","qty":1,"price":22.0}],"tags":["a","b"],"ok":true,"ref":"x-123456"}`)
+
+func BenchmarkParse(b *testing.B) {
+	if len(benchPayload) != 256 {
+		b.Fatalf("payload is %d bytes, want 256", len(benchPayload))
+	}
+	b.SetBytes(int64(len(benchPayload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := jsonx.Parse(benchPayload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

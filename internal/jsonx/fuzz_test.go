@@ -1,0 +1,144 @@
+package jsonx_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+)
+
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		``, `null`, `true`, `0`, `-0`, `-0.0`, `1e400`, `1e-400`, `123456789012345678901234567890`,
+		`"a\"b\\c\/\b\f\n\r\t\u00e9\ud83d\ude00"`, `"\ud800"`, `"\udc00x"`,
+		`{"a":1,"a":2}`, `{"a":[1,{"b":NaN}]}`, `[Infinity]`, `-Infinity`,
+		`{"b":{"c":[]},"a":[1,2.5,"x",true,false,null,{}]}`, "{\n  \"a\": 1,\n  \"b\" 2\n}",
+		"\xef\xbb\xbf{}", "\"\xff\"", "\"a\x01\"", `[1,]`, `{"a":1,}`, `01`, `1.`, `.5`,
+		strings.Repeat("[", 1001) + strings.Repeat("]", 1001),
+		`{"classification":null,"labels":["billing","eu"],"payload":{"present":true},"pending":3}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := jsonx.Parse(data)
+		var se *jsonx.SyntaxError
+		var pe *jsonx.PathError
+		switch {
+		case err == nil:
+			checkReencodes(t, v)
+		case errors.Is(err, jsonx.ErrNotUTF8):
+			if utf8.Valid(data) && !bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+				t.Fatalf("Parse(%q) = ErrNotUTF8 for valid UTF-8 without BOM", data)
+			}
+		case errors.As(err, &se):
+			if se.Line < 1 || se.Column < 1 || se.Reason == "" {
+				t.Fatalf("Parse(%q) = bad SyntaxError %+v", data, se)
+			}
+		case errors.As(err, &pe):
+			if pe.Path == "" && !strings.Contains(string(data), `""`) {
+				t.Fatalf("Parse(%q) = PathError with empty path", data)
+			}
+		default:
+			t.Fatalf("Parse(%q) = unexpected error type %T: %v", data, err, err)
+		}
+		compareWithEncodingJSON(t, data, err)
+	})
+}
+
+// checkReencodes asserts that an accepted value encodes in both flavours to
+// bytes that parse back to an equal value and re-encode identically.
+func checkReencodes(t *testing.T, v any) {
+	t.Helper()
+	for _, f := range []jsonx.Flavour{jsonx.UTF8, jsonx.ASCII} {
+		enc := jsonx.Marshal(v, f)
+		back, err := jsonx.Parse(enc)
+		if err != nil {
+			t.Fatalf("Parse(Marshal(v, %d)) error %v for %q", f, err, enc)
+		}
+		if !cmp.Equal(v, back, floatBits) {
+			t.Fatalf("round trip changed the value (-want +got):\n%s", cmp.Diff(v, back, floatBits))
+		}
+		if again := jsonx.Marshal(back, f); !bytes.Equal(again, enc) {
+			t.Fatalf("encoding not idempotent:\n%q\n%q", enc, again)
+		}
+		pretty := jsonx.MarshalPretty(v, f)
+		back, err = jsonx.Parse(pretty)
+		if err != nil {
+			t.Fatalf("Parse(MarshalPretty(v, %d)) error %v for %q", f, err, pretty)
+		}
+		if again := jsonx.Marshal(back, f); !bytes.Equal(again, enc) {
+			t.Fatalf("pretty and compact encodings disagree:\n%q\n%q", enc, again)
+		}
+	}
+}
+
+// compareWithEncodingJSON checks that, for ASCII input, we accept exactly
+// what encoding/json's syntax check accepts, except where §1.2 is
+// deliberately stricter than it: duplicate keys, lone surrogate escapes
+// (which it turns into U+FFFD), float overflow, integer digits and depth
+// (json.Valid checks none of these).
+func compareWithEncodingJSON(t *testing.T, data []byte, err error) {
+	t.Helper()
+	if bytes.ContainsFunc(data, func(r rune) bool { return r >= utf8.RuneSelf || r == utf8.RuneError }) {
+		return
+	}
+	var pe *jsonx.PathError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "duplicate key") {
+		return
+	}
+	var se *jsonx.SyntaxError
+	if errors.As(err, &se) {
+		switch se.Reason {
+		case "unpaired UTF-16 surrogate escape in string", "number out of range",
+			"integer has more than 4300 digits", "nesting deeper than 1000 levels":
+			return
+		}
+	}
+	if ours, theirs := err == nil, json.Valid(data); ours != theirs {
+		t.Fatalf("Parse(%q) accepted=%v (err %v), json.Valid=%v", data, ours, err, theirs)
+	}
+}
+
+func FuzzMarshalString(f *testing.F) {
+	for _, seed := range []string{
+		"", "plain", "a\"b\\c", "\x00\x1f\x7f", "\n\r\t\b\f", "/<>&", "café", "\u2028\u2029",
+		"😀", "\U0010ffff", "\ufffd", "\xff", "a\xe2\x82b", "\xed\xa0\x80", "\xf0\x9f\x98",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, fl := range []jsonx.Flavour{jsonx.UTF8, jsonx.ASCII} {
+			enc := jsonx.AppendString(nil, s, fl)
+			v, err := jsonx.Parse(enc)
+			if err != nil {
+				t.Fatalf("Parse(AppendString(%q, %d)) = %q: %v", s, fl, enc, err)
+			}
+			got, ok := v.(string)
+			if !ok {
+				t.Fatalf("Parse(AppendString(%q, %d)) = %T, want string", s, fl, v)
+			}
+			if utf8.ValidString(s) && got != s {
+				t.Fatalf("Parse(AppendString(%q, %d)) = %q", s, fl, got)
+			}
+			if !utf8.ValidString(got) {
+				t.Fatalf("AppendString(%q, %d) decodes to invalid UTF-8 %q", s, fl, got)
+			}
+			// An independent decoder agrees.
+			var std string
+			if err := json.Unmarshal(enc, &std); err != nil || std != got {
+				t.Fatalf("encoding/json decodes %q as %q (%v), we decode %q", enc, std, err, got)
+			}
+			for _, b := range enc {
+				if b < 0x20 || (fl == jsonx.ASCII && b >= 0x7f) {
+					t.Fatalf("AppendString(%q, %d) = %q contains byte %#x", s, fl, enc, b)
+				}
+			}
+		}
+	})
+}
