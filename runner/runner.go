@@ -307,10 +307,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.st.metrics = &telemetry.Metrics{}
 	}
 	r.st.stop = make(chan struct{})
+	r.st.mu.Lock() // Status may already be polling
 	r.st.inFlight = map[uint64]time.Time{}
-	r.st.circuit.changed = make(chan struct{})
 	r.st.maxDeliver = r.MaxDeliver
 	r.st.consumerName = r.ConsumerName
+	r.st.mu.Unlock()
+	r.st.circuit.mu.Lock()
+	r.st.circuit.changed = make(chan struct{})
+	r.st.circuit.mu.Unlock()
 	if info := r.Consumer.CachedInfo(); info != nil {
 		r.applyInfo(info)
 	}

@@ -4,7 +4,9 @@
 // Pure functions, no I/O.
 //
 // Documents are jsonx trees (map[string]any, nil for null) ready for
-// jsonx.Marshal; they share the envelope's strings and never its maps.
+// jsonx.Marshal. They share the envelope's headers map and labels slice
+// instead of copying them per message, so they are read-only, like the
+// envelope itself.
 package record
 
 import (

@@ -168,7 +168,9 @@ func bigSeconds(d string) float64 {
 }
 
 func TestParseTimeStamp(t *testing.T) {
-	utc := func(y int, mo time.Month, d, h, mi, s, ns int) time.Time { return time.Date(y, mo, d, h, mi, s, ns, time.UTC) }
+	utc := func(y int, mo time.Month, d, h, mi, s, ns int) time.Time {
+		return time.Date(y, mo, d, h, mi, s, ns, time.UTC)
+	}
 	for _, tt := range []struct {
 		in   string
 		want time.Time // zero = rejected

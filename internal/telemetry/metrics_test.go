@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -436,5 +437,38 @@ func TestRegisterBuildInfo(t *testing.T) {
 	}
 	if err := RegisterBuildInfo(reg, "nats_sinks", "1.2.3", "abc123"); err == nil {
 		t.Error("second RegisterBuildInfo: got nil error")
+	}
+}
+
+func TestConcurrentUpdates(t *testing.T) {
+	m := newTestMetrics(t, prometheus.NewRegistry())
+	const workers, each = 8, 1000
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				m.MessagesAcked.Inc()
+				m.CurrentBatchesInFlight.Add(1)
+				m.CurrentBatchesInFlight.Add(-0.5)
+				m.MessageAckSeconds.Observe(0.001)
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			if b := m.Snapshot(time.Unix(0, 0)); !json.Valid(b) {
+				t.Errorf("snapshot during updates is not JSON: %s", b)
+			}
+		}
+	})
+	wg.Wait()
+	if got := m.MessagesAcked.Value(); got != workers*each {
+		t.Errorf("messages_acked_total = %d, want %d", got, workers*each)
+	}
+	if got := m.CurrentBatchesInFlight.Value(); got != workers*each*0.5 {
+		t.Errorf("current_batches_in_flight = %v, want %v", got, workers*each*0.5)
+	}
+	if got := m.MessageAckSeconds.Summary().Count; got != workers*each {
+		t.Errorf("message_ack_seconds count = %v, want %d", got, workers*each)
 	}
 }

@@ -132,7 +132,7 @@ func (w *SnapshotWriter) Run(ctx context.Context) error {
 			_, err := w.write()
 			return err
 		case <-t.C:
-			if false && w.Metrics.changeCount() == written && err == nil {
+			if w.Metrics.changeCount() == written && err == nil {
 				continue
 			}
 			var n uint64

@@ -96,4 +96,3 @@ func BareLoop(ctx context.Context, dir string, n, size int, fsyncOn bool) error 
 	}
 	return nil
 }
-

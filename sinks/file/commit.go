@@ -375,10 +375,10 @@ func (b *batch) syncDirs() {
 		if !b.used(d) {
 			continue
 		}
-		d.err = fsync(d.fd)
+		d.err = b.s.syncDir(d.fd)
 		if d.created && d.err == nil {
 			if !rootSynced {
-				rootErr, rootSynced = fsync(b.s.rootfd), true
+				rootErr, rootSynced = b.s.syncDir(b.s.rootfd), true
 			}
 			d.err = rootErr
 		}
@@ -432,4 +432,13 @@ func (s *Sink) hook(ctx context.Context, event string, i int) {
 	if s.testHook != nil {
 		s.testHook(ctx, event, i)
 	}
+}
+
+// syncDir fsyncs a directory; tests replace it through syncDirHook to make
+// a directory sync fail.
+func (s *Sink) syncDir(fd int) error {
+	if s.syncDirHook != nil {
+		return s.syncDirHook(fd)
+	}
+	return fsync(fd)
 }

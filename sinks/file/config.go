@@ -26,7 +26,7 @@ import (
 // Config is the file sink's configuration (sinks.md §1). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
-	Type               string             `json:"type" doc:"Sink type." enum:"file"`
+	Type               string             `json:"type" trim:"true" lower:"true" enum:"file" doc:"Sink type."`
 	Directory          string             `json:"directory" required:"true" nonblank:"true" doc:"Root directory of the records; a leading ~ is expanded to the home directory."`
 	Mode               string             `json:"mode" enum:"one_file_per_message" doc:"Write mode; one file per message is the only one."`
 	FilenameStrategy   string             `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (data-shapes §5)."`
@@ -50,6 +50,8 @@ type Config struct {
 	// shutdown timeout.
 	TempMaxAge time.Duration `json:"-"`
 }
+
+var _ fields.Validator = (*Config)(nil)
 
 // defaultTempMaxAge is 2 × the default delivery.shutdown_timeout_ms (20 s).
 const defaultTempMaxAge = 40 * time.Second

@@ -27,6 +27,7 @@ func TestDecode(t *testing.T) {
 		want Config
 	}{
 		{"defaults", `{"type":"file","directory":"out"}`, withDefaults(func(*Config) {})},
+		{"type is trimmed and lower-cased", `{"type":" File ","directory":"out"}`, withDefaults(func(*Config) {})},
 		{"gzip derives .json.gz", `{"type":"file","directory":"out","compression":"gzip"}`,
 			withDefaults(func(c *Config) { c.Compression, c.Extension = "gzip", ".json.gz" })},
 		{"gzip keeps an explicit extension", `{"type":"file","directory":"out","compression":"gzip","extension":".json"}`,

@@ -40,6 +40,8 @@ type Sink struct {
 
 	// testHook, when set by a test, runs at named points of commit.
 	testHook func(ctx context.Context, event string, i int)
+	// syncDirHook, when set by a test, replaces fsync of directories.
+	syncDirHook func(fd int) error
 
 	gzPool   sync.Pool // *gzip.Writer at cfg.CompressionLevel
 	stopOnce sync.Once
@@ -49,6 +51,7 @@ type Sink struct {
 // create_directory allows, and removes stale temp files. A root that exists
 // but is not a directory, or is missing while create_directory is false, is a
 // *sink.ConfigError (exit 2 in the CLI); other failures are plain errors.
+// Build c from Default(): invalid values are reported as a *sink.ConfigError.
 func New(ctx context.Context, c Config) (*Sink, error) {
 	dir, err := expandHome(c.Directory)
 	if err != nil {
@@ -90,14 +93,23 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	return s, nil
 }
 
-// check validates the values a library user may have set by hand; Decode has
-// already done this for configuration files.
+// check validates the values a library user may have set by hand (Decode has
+// already done this for configuration files), in schema order, and sets the
+// parsed policy.
 func (s *Sink) check() error {
 	c := s.cfg
 	var probs []sink.Problem
 	add := func(path, msg string) { probs = append(probs, sink.Problem{Path: path, Message: msg}) }
 	if strings.TrimSpace(c.Directory) == "" {
 		add("directory", "required")
+	}
+	if c.Mode != "one_file_per_message" {
+		add("mode", fmt.Sprintf("must be one of one_file_per_message (got %q)", c.Mode))
+	}
+	switch c.FilenameStrategy {
+	case "stream_sequence", "message_id", "payload_sha256":
+	default:
+		add("filename_strategy", fmt.Sprintf("must be one of stream_sequence, message_id, payload_sha256 (got %q)", c.FilenameStrategy))
 	}
 	switch c.DuplicatePolicy {
 	case "skip_existing":
@@ -109,10 +121,10 @@ func (s *Sink) check() error {
 	default:
 		add("duplicate_policy", fmt.Sprintf("must be one of skip_existing, overwrite, fail (got %q)", c.DuplicatePolicy))
 	}
-	switch c.FilenameStrategy {
-	case "stream_sequence", "message_id", "payload_sha256":
+	switch c.PayloadMode {
+	case record.JSONOrEnvelope, record.JSONOnly, record.TextEnvelope, record.BytesEnvelope:
 	default:
-		add("filename_strategy", fmt.Sprintf("must be one of stream_sequence, message_id, payload_sha256 (got %q)", c.FilenameStrategy))
+		add("payload_mode", fmt.Sprintf("must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got %q)", c.PayloadMode))
 	}
 	if msg := checkExtension(c.Extension); msg != "" {
 		add("extension", msg)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -567,5 +568,53 @@ func TestBareLoop(t *testing.T) {
 			t.Errorf("bare-1202: %v, size %d", err, st.Size())
 		}
 		assertNoTemps(t, dir)
+	}
+}
+
+// A failed directory sync makes exactly the messages placed in that
+// directory Temporary; a failed root sync those in directories created in it.
+func TestDirectorySyncFailure(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		failIn string // directory whose fsync fails, relative to the root ("" = root)
+		pre    []string
+		want   []sink.Outcome
+	}{
+		{"subject directory", "bad", []string{"good", "bad"},
+			[]sink.Outcome{sink.Committed, sink.Temporary, sink.Committed, sink.Temporary}},
+		{"root, subject directories created now", "", nil,
+			[]sink.Outcome{sink.Temporary, sink.Temporary, sink.Temporary, sink.Temporary}},
+		{"root, subject directories existing", "", []string{"good", "bad"},
+			[]sink.Outcome{sink.Committed, sink.Committed, sink.Committed, sink.Committed}},
+	} {
+		variants(t, func(t *testing.T, tune func(*Sink)) {
+			t.Run(tt.name, func(t *testing.T) {
+				c := config(t)
+				s := open(t, c)
+				tune(s)
+				for _, d := range tt.pre {
+					os.Mkdir(filepath.Join(c.Directory, d), 0o755)
+				}
+				failPath := filepath.Join(s.Root(), tt.failIn)
+				s.syncDirHook = func(fd int) error {
+					if p, _ := os.Readlink(fmt.Sprint("/proc/self/fd/", fd)); p == failPath {
+						return syscall.EIO
+					}
+					return nil
+				}
+				rs := s.WriteBatch(t.Context(), []*sink.Envelope{
+					env("good", 1, "", "{}"), env("bad", 2, "", "{}"), env("good", 3, "", "{}"), env("bad", 4, "", "{}"),
+				})
+				if diff := cmp.Diff(tt.want, outcomes(rs)); diff != "" {
+					t.Errorf("outcomes (-want +got):\n%s", diff)
+				}
+				for _, r := range rs {
+					if r.Outcome == sink.Temporary && !errors.Is(r.Err, syscall.EIO) {
+						t.Errorf("Err = %v, want EIO", r.Err)
+					}
+				}
+				assertNoTemps(t, c.Directory)
+			})
+		})
 	}
 }
