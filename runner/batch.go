@@ -138,7 +138,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 			for _, i := range rest {
 				r.fail(b, i, errTypePanic, err)
 			}
-			r.temporary(ctx, b, rest, log)
+			r.recoverTemporary(ctx, b, rest, log)
 		}
 	}()
 
@@ -202,8 +202,14 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		}
 	}
 	m.MessagesWritten.Add(len(acks))
+	if len(acks) > 0 && r.Metrics != nil {
+		committed := make([]*sink.Envelope, len(acks))
+		for k, i := range acks {
+			committed[k] = envs[i]
+		}
+		observeFreshness(m, r.Freshness, committed, r.now())
+	}
 	if len(acks) > 0 {
-		m.LastSinkSuccessEpochSeconds.Set(float64(r.now().UnixNano()) / 1e9)
 		r.committed(log)
 	}
 	if destErr != nil {
@@ -240,9 +246,30 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 
 	// Step 11: ACK/TERM in delivery order.
 	r.settle(b, acks, dlqd, log)
+	if len(acks) > 0 {
+		m.LastSinkSuccessEpochSeconds.Set(float64(r.now().UnixNano()) / 1e9)
+	}
 
 	// Step 12: temporary path.
 	r.temporary(ctx, b, temp, log)
+}
+
+// recoverTemporary runs the temporary path after a panic. Should that panic
+// too, the messages are NAKed without delay: a crash of the process would
+// redeliver them anyway, only later.
+func (r *Runner) recoverTemporary(ctx context.Context, b *batch, idx []int, log *slog.Logger) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("batch processing panicked", "batch_id", b.id, "error", fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+			var msgs []jetstream.Msg
+			for _, i := range b.unsettled() {
+				b.settled[i] = true
+				msgs = append(msgs, b.msgs[i])
+			}
+			r.nakNow(msgs, log)
+		}
+	}()
+	r.temporary(ctx, b, idx, log)
 }
 
 // failAll sends the whole batch to the temporary path.
@@ -603,6 +630,9 @@ func (r *Runner) abandon(b *batch, idx []int, log *slog.Logger) {
 		return
 	}
 	r.metrics().ShutdownAbandonedMessages.Add(len(idx))
+	r.st.mu.Lock()
+	r.st.abandoned += len(idx)
+	r.st.mu.Unlock()
 	msgs := make([]jetstream.Msg, len(idx))
 	for k, i := range idx {
 		msgs[k] = b.msgs[i]

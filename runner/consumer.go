@@ -39,6 +39,7 @@ type ConfigError struct {
 	Message string
 }
 
+// Error returns "<path>: <message>", the config.md §1.5 problem line.
 func (e *ConfigError) Error() string { return e.Path + ": " + e.Message }
 
 // ConsumerSpec is the consumer configuration of config.md §3–§4 that
@@ -171,6 +172,9 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 	}
 	if spec.Ephemeral {
 		c, err := js.CreateConsumer(ctx, spec.Stream, desired)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, "", streamMissing(spec.Stream)
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("create ephemeral consumer on stream %q: %w", spec.Stream, err)
 		}
@@ -188,6 +192,8 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 	switch {
 	case err == nil:
 		return c, ActionBound, checkDrift(spec, c.CachedInfo())
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, "", streamMissing(spec.Stream)
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, "", fmt.Errorf("look up consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
 	case spec.Mode == ModeBindOnly:
@@ -205,10 +211,19 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 		}
 		return c, ActionBound, checkDrift(spec, c.CachedInfo())
 	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, "", streamMissing(spec.Stream)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("create consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
 	}
 	return c, ActionCreated, nil
+}
+
+// streamMissing is a configuration error: consumer management is start-up
+// step 8, whose failures exit 2 (runtime §2).
+func streamMissing(stream string) error {
+	return &ConfigError{"nats.stream", fmt.Sprintf("JetStream stream %q does not exist", stream)}
 }
 
 // driftItem is one differing field of runtime §10.2.
@@ -348,6 +363,15 @@ func fmtDurations(ds []time.Duration) string {
 		parts[i] = fmtSeconds(d)
 	}
 	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// CheckBatchSize checks delivery.batch_size against the consumer's
+// max_batch (MaxRequestBatch) when the server reports one (runtime §2 step 9).
+func CheckBatchSize(info *jetstream.ConsumerInfo, batchSize int) error {
+	if info == nil || info.Config.MaxRequestBatch <= 0 || batchSize <= info.Config.MaxRequestBatch {
+		return nil
+	}
+	return &ConfigError{"delivery.batch_size", fmt.Sprintf("exceeds the consumer's max_batch %d", info.Config.MaxRequestBatch)}
 }
 
 // CheckDLQ checks that a JetStream stream captures the DLQ subject (runtime

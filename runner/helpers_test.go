@@ -140,6 +140,15 @@ func start(t *testing.T, r *Runner) (stop func() error) {
 	return stop
 }
 
+func newMetricsB(b *testing.B) *telemetry.Metrics {
+	b.Helper()
+	m, err := telemetry.NewMetrics(nil, "nats_sinks")
+	if err != nil {
+		b.Fatalf("NewMetrics: %v", err)
+	}
+	return m
+}
+
 func newMetrics(t *testing.T) *telemetry.Metrics {
 	t.Helper()
 	m, err := telemetry.NewMetrics(nil, "nats_sinks")

@@ -113,6 +113,8 @@ type Runner struct {
 	// unlimited regardless of the server.
 	MaxDeliver int
 
+	// Freshness configures the event freshness metrics.
+	Freshness Freshness
 	// Metrics receives every runner metric; nil disables metrics.
 	Metrics *telemetry.Metrics
 	// Logger receives runner logs; nil discards them.
@@ -126,19 +128,40 @@ type Runner struct {
 	st      state
 }
 
-// DeadLetter configures dead-lettering (config.md §6).
+// DeadLetter configures dead-lettering (config.md §6). Unlike the Runner's
+// own fields, the booleans here default to true in the configuration while
+// their Go zero value is false: build one with NewDeadLetter, which applies
+// the config defaults, then change what the configuration says.
 type DeadLetter struct {
-	Subject          string
-	IncludePayload   bool
-	IncludeHeaders   bool
-	IncludeError     bool
+	// Subject is the literal DLQ subject; a JetStream stream must capture it
+	// (CheckDLQ).
+	Subject string
+	// IncludePayload, IncludeHeaders and IncludeError shape the DLQ body
+	// (data-shapes §8.1).
+	IncludePayload bool
+	IncludeHeaders bool
+	IncludeError   bool
+	// TermAfterPublish sends TERM instead of ACK after the DLQ PubAck.
 	TermAfterPublish bool
 	// OnMaxDeliver dead-letters a message whose temporary failure happened on
-	// its last allowed delivery. Note that the zero value is false while the
-	// config default is true: the CLI sets it from the configuration.
+	// its last allowed delivery (runtime §5 step 3a).
 	OnMaxDeliver bool
 	// PublishTimeout bounds the wait for each PubAck; 0 means 5 s.
 	PublishTimeout time.Duration
+}
+
+// NewDeadLetter returns the config.md §6 defaults for subject: payload,
+// headers and error included, ACK (not TERM) after publish, last deliveries
+// dead-lettered, 5 s PubAck timeout.
+func NewDeadLetter(subject string) *DeadLetter {
+	return &DeadLetter{
+		Subject:        subject,
+		IncludePayload: true,
+		IncludeHeaders: true,
+		IncludeError:   true,
+		OnMaxDeliver:   true,
+		PublishTimeout: DefaultPublishTimeout,
+	}
 }
 
 // Status is the runner's part of /readyz (observability §2).
@@ -169,6 +192,7 @@ type state struct {
 	nextBatch     uint64
 	maxDeliver    int
 	consumerName  string
+	abandoned     int   // messages NAKed because the drain timed out
 	failErr       error // first fail-fast cause
 	fatalErr      error // consumer gone
 	stop          chan struct{}
@@ -315,11 +339,17 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.st.circuit.mu.Lock()
 	r.st.circuit.changed = make(chan struct{})
 	r.st.circuit.mu.Unlock()
+	log := r.logger().With("component", "runner")
 	if info := r.Consumer.CachedInfo(); info != nil {
 		r.applyInfo(info)
+		// runtime §9: a smaller max_ack_pending silently stalls the
+		// consumer while batches wait for their commit.
+		if need := r.maxInFlight() * r.batchSize(); info.Config.MaxAckPending > 0 && info.Config.MaxAckPending < need {
+			log.Warn("consumer max_ack_pending is below max_in_flight_batches x batch_size; fetches will stall",
+				"consumer", info.Name, "count", info.Config.MaxAckPending)
+		}
 	}
 
-	log := r.logger().With("component", "runner")
 	m := r.metrics()
 	m.SinkHealthy.Set(1)
 	m.SinkCircuitOpen.Set(0)
@@ -379,8 +409,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.st.mu.Lock()
 	failErr, fatalErr := r.st.failErr, r.st.fatalErr
 	r.st.mu.Unlock()
-	if hard.Err() != nil {
-		log.Warn("drain timed out")
+	r.st.mu.Lock()
+	abandoned := r.st.abandoned
+	r.st.mu.Unlock()
+	if abandoned > 0 {
+		log.Warn("drain timed out", "count", abandoned)
 	} else {
 		log.Info("drain complete")
 	}
@@ -436,6 +469,7 @@ type FailFastError struct {
 	Err    error
 }
 
+// Error names the failure that stopped the runner and its cause.
 func (e *FailFastError) Error() string {
 	return fmt.Sprintf("delivery.fail_fast: stopping after %s failure: %v", e.Reason, e.Err)
 }

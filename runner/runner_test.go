@@ -1,12 +1,15 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nats-sinks/nats-sink/internal/telemetry/logtest"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -212,8 +216,9 @@ func perMessageSink(bad map[uint64]bool, log *committedLog) *funcSink {
 }
 
 func dlqOptions() *DeadLetter {
-	return &DeadLetter{Subject: dlqSubject, IncludePayload: true, IncludeHeaders: true, IncludeError: true,
-		OnMaxDeliver: true, PublishTimeout: 2 * time.Second}
+	dl := NewDeadLetter(dlqSubject)
+	dl.PublishTimeout = 2 * time.Second
+	return dl
 }
 
 // TestPoisonMessageDeadLettered: one permanent failure in a batch goes to the
@@ -371,7 +376,7 @@ func TestMissingDLQStreamNeverAcks(t *testing.T) {
 	dl := dlqOptions()
 	dl.PublishTimeout = 300 * time.Millisecond
 	stop := start(t, &Runner{Consumer: c, JetStream: e.js, Conn: e.nc, Sink: fs, Metrics: m, DeadLetter: dl,
-		Retry: Retry{Mode: ModeFixed, Backoff: new(20 * time.Millisecond), Jitter: JitterNone, MaxRetries: new(1000)}})
+		BatchTimeout: 100 * time.Millisecond, Retry: Retry{Mode: ModeFixed, Backoff: new(20 * time.Millisecond), Jitter: JitterNone, MaxRetries: new(1000)}})
 
 	natstest.WaitFor(t, waitLong, func() error {
 		if got := m.DLQPublishErrors.Value(); got < 2 {
@@ -599,6 +604,7 @@ func TestMaxDeliverReached(t *testing.T) {
 		}}
 	}
 	fast := Retry{Mode: ModeFixed, Backoff: new(10 * time.Millisecond), Jitter: JitterNone}
+	const linger = 100 * time.Millisecond
 
 	t.Run("dead-lettered", func(t *testing.T) {
 		e := newEnv(t, true)
@@ -606,7 +612,7 @@ func TestMaxDeliverReached(t *testing.T) {
 		e.publish(1)
 		m := newMetrics(t)
 		start(t, &Runner{Consumer: c, JetStream: e.js, Conn: e.nc, Sink: failing(), Metrics: m,
-			DeadLetter: dlqOptions(), Retry: fast})
+			DeadLetter: dlqOptions(), Retry: fast, BatchTimeout: linger})
 		e.waitAcked(c, 1)
 		dead := e.dlqMessages()
 		if len(dead) != 1 {
@@ -624,7 +630,7 @@ func TestMaxDeliverReached(t *testing.T) {
 		c := e.consumer(ConsumerSpec{MaxDeliver: new(2)})
 		e.publish(1)
 		m := newMetrics(t)
-		start(t, &Runner{Consumer: c, Conn: e.nc, Sink: failing(), Metrics: m, Retry: fast})
+		start(t, &Runner{Consumer: c, Conn: e.nc, Sink: failing(), Metrics: m, Retry: fast, BatchTimeout: linger})
 		natstest.WaitFor(t, waitLong, func() error {
 			if got := m.MessagesMaxDeliverReached.Value(); got != 1 {
 				return fmt.Errorf("messages_max_deliver_reached_total = %d, want 1", got)
@@ -780,7 +786,7 @@ func TestPanickingSinkRedelivers(t *testing.T) {
 		return results(len(b), sink.Ok)
 	}}
 	m := newMetrics(t)
-	start(t, &Runner{Consumer: c, Conn: e.nc, Sink: fs, Metrics: m,
+	start(t, &Runner{Consumer: c, Conn: e.nc, Sink: fs, Metrics: m, BatchTimeout: 100 * time.Millisecond,
 		Retry: Retry{Mode: ModeFixed, Backoff: new(10 * time.Millisecond), Jitter: JitterNone}})
 	e.waitAcked(c, 2)
 	if got := m.MessagesNacked.Value(); got != 2 {
@@ -802,7 +808,7 @@ func TestEncryptHook(t *testing.T) {
 		return results(len(b), sink.Ok)
 	}}
 	m := newMetrics(t)
-	start(t, &Runner{Consumer: c, Conn: e.nc, Sink: fs, Metrics: m,
+	start(t, &Runner{Consumer: c, Conn: e.nc, Sink: fs, Metrics: m, BatchTimeout: 100 * time.Millisecond,
 		Retry: Retry{Mode: ModeFixed, Backoff: new(10 * time.Millisecond), Jitter: JitterNone},
 		Encrypt: func(env *sink.Envelope) error {
 			if fail.Swap(false) {
@@ -860,4 +866,154 @@ func TestServerRestartLosesNothing(t *testing.T) {
 		return nil
 	})
 	e.waitAcked(c, 300)
+}
+
+// flakyConsumer fails FetchNoWait while broken is set, as a leader change or
+// a request timeout would.
+type flakyConsumer struct {
+	jetstream.Consumer
+	broken atomic.Bool
+}
+
+func (c *flakyConsumer) FetchNoWait(n int) (jetstream.MessageBatch, error) {
+	if c.broken.Load() {
+		return nil, errors.New("nats: timeout")
+	}
+	return c.Consumer.FetchNoWait(n)
+}
+
+func TestFetchFailuresTurnReadinessOff(t *testing.T) {
+	e := newEnv(t, false)
+	c := e.consumer(ConsumerSpec{})
+	fc := &flakyConsumer{Consumer: c}
+	fc.broken.Store(true)
+	fs := &funcSink{write: func(ctx context.Context, b []*sink.Envelope) []sink.Result { return results(len(b), sink.Ok) }}
+	r := &Runner{Consumer: fc, Conn: e.nc, Sink: fs, BatchTimeout: 50 * time.Millisecond}
+	start(t, r)
+	natstest.WaitFor(t, waitLong, func() error {
+		if !r.Status().FetchFailing {
+			return errors.New("Status().FetchFailing = false")
+		}
+		return nil
+	})
+	fc.broken.Store(false)
+	e.publish(2)
+	e.waitAcked(c, 2)
+	if st := r.Status(); st.FetchFailing || !st.Bound {
+		t.Errorf("Status() = %+v after recovery, want bound and not failing", st)
+	}
+}
+
+// TestShutdownCancelsLingeringFetch: ending ctx cancels a waiting fetch
+// instead of holding shutdown for BatchTimeout.
+func TestShutdownCancelsLingeringFetch(t *testing.T) {
+	e := newEnv(t, false)
+	c := e.consumer(ConsumerSpec{})
+	r := &Runner{Consumer: c, Conn: e.nc, Sink: &funcSink{}, BatchTimeout: 5 * time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	natstest.WaitFor(t, waitLong, func() error {
+		if n := e.info(c).NumWaiting; n != 1 {
+			return fmt.Errorf("NumWaiting = %d, want 1 (a lingering pull request)", n)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("Run still waiting on its fetch after ctx ended")
+	}
+}
+
+// TestLogsAreSafe runs failure paths with the product logger and checks that
+// records carry only allowed keys and never payloads or header values.
+func TestLogsAreSafe(t *testing.T) {
+	e := newEnv(t, true)
+	c := e.consumer(ConsumerSpec{MaxDeliver: new(2)})
+	const secretBody = `{"card":"4111111111111111"}`
+	const secretHeader = "tenant-secret-value"
+	for range 3 {
+		natstest.Publish(t, e.js, "orders.created", []byte(secretBody), nats.Header{"X-Tenant": {secretHeader}})
+	}
+	var calls atomic.Int64
+	fs := &funcSink{write: func(ctx context.Context, b []*sink.Envelope) []sink.Result {
+		out := make([]sink.Result, len(b))
+		for i, env := range b {
+			switch {
+			case env.StreamSequence == 1:
+				out[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.SerializationError, Err: errors.New("not valid JSON")}
+			case env.StreamSequence == 2 && calls.Add(1) == 1:
+				panic("sink bug")
+			default:
+				out[i] = sink.Result{Outcome: sink.Temporary, Err: errors.New("timeout")}
+			}
+		}
+		return out
+	}}
+	var buf syncBuffer
+	m := newMetrics(t)
+	start(t, &Runner{Consumer: c, JetStream: e.js, Conn: e.nc, Sink: fs, Metrics: m, DeadLetter: dlqOptions(),
+		Logger: telemetry.NewLogger(&buf, "json", "DEBUG"), BatchTimeout: 50 * time.Millisecond,
+		Retry: Retry{Mode: ModeFixed, Backoff: new(10 * time.Millisecond), Jitter: JitterNone}})
+	e.waitAcked(c, 3) // seq 1 dead-lettered, 2 and 3 after MaxDeliver
+	out := buf.String()
+	logtest.AssertLogKeys(t, out)
+	logtest.AssertLogSafe(t, out, secretBody, "4111111111111111", secretHeader)
+	for _, want := range []string{`"msg":"permanent failure dead-lettered"`, `"msg":"temporary failure; batch will be redelivered"`, `"component":"dlq"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log output lacks %s", want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestHeadersOnlyNotEncrypted: an omitted payload is never handed to the
+// Encrypt hook (README Q14) and still commits and acknowledges.
+func TestHeadersOnlyNotEncrypted(t *testing.T) {
+	e := newEnv(t, false)
+	c := e.consumer(ConsumerSpec{HeadersOnly: new(true)})
+	e.publish(2)
+	var omitted atomic.Int64
+	fs := &funcSink{write: func(ctx context.Context, b []*sink.Envelope) []sink.Result {
+		for _, env := range b {
+			if env.Payload.Omitted && len(env.Data) == 0 {
+				omitted.Add(1)
+			}
+		}
+		return results(len(b), sink.Ok)
+	}}
+	var encrypted atomic.Int64
+	start(t, &Runner{Consumer: c, Conn: e.nc, Sink: fs, Encrypt: func(*sink.Envelope) error {
+		encrypted.Add(1)
+		return nil
+	}})
+	e.waitAcked(c, 2)
+	if got := encrypted.Load(); got != 0 {
+		t.Errorf("Encrypt called %d times for headers-only messages, want 0", got)
+	}
+	if got := omitted.Load(); got != 2 {
+		t.Errorf("sink saw %d omitted payloads, want 2", got)
+	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/embedded"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
-	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
@@ -164,7 +164,7 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 	url := o.server
 	t.where = url
 	if o.server == "embedded" {
-		s, err := natstest.Start(tmp + "/nats")
+		s, err := embedded.Start(tmp+"/nats", -1)
 		if err != nil {
 			return nil, "", fmt.Errorf("start embedded nats-server: %w", err)
 		}

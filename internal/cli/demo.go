@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/embedded"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
-	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 )
@@ -94,7 +94,7 @@ type demo struct {
 	server *server.Server
 	url    string
 	nc     *nats.Conn
-	js  jetstream.JetStream
+	js     jetstream.JetStream
 }
 
 // demoPipeline is one of the tour's pipelines.
@@ -196,7 +196,7 @@ func (d *demo) setup(ctx context.Context) error {
 	} else if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return err
 	}
-	s, err := natstest.StartOn(filepath.Join(d.dir, "nats"), d.port)
+	s, err := embedded.Start(filepath.Join(d.dir, "nats"), d.port)
 	if err != nil {
 		return fmt.Errorf("start embedded nats-server: %w", err)
 	}

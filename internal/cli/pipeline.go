@@ -298,17 +298,10 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 		}
 	}
 
-	// Step 9: batch size against the consumer's max_batch, capacity warning.
-	if info != nil {
-		if mb := info.Config.MaxRequestBatch; mb > 0 && cfg.Delivery.BatchSize > mb {
-			return nil, configFailure(&config.Error{Problems: []config.Problem{{
-				Path: "delivery.batch_size", Message: fmt.Sprintf("exceeds the consumer's max_batch %d", mb)}}})
-		}
-		capacity := cfg.Delivery.BatchSize * cfg.Delivery.MaxInFlightBatches
-		if map_ := info.Config.MaxAckPending; map_ > 0 && map_ < capacity {
-			o.log.Warn(fmt.Sprintf("consumer max_ack_pending %d is below max_in_flight_batches × batch_size = %d; fetching will stall", map_, capacity),
-				"component", "consumer")
-		}
+	// Step 9: batch size against the consumer's max_batch. (The runner
+	// warns at start when max_ack_pending is below its in-flight capacity.)
+	if err := runner.CheckBatchSize(info, cfg.Delivery.BatchSize); err != nil {
+		return nil, configFailure(err)
 	}
 
 	p.runner = newRunner(cfg, p, consumer, policy)
@@ -336,6 +329,7 @@ func newRunner(cfg *config.Config, p *pipeline, consumer jetstream.Consumer, pol
 		Isolation:       d.PermanentFailureIsolation,
 		ShutdownTimeout: ptr(ms(d.ShutdownTimeoutMS)),
 		FailFast:        d.FailFast,
+		Freshness:       freshness(&cfg.Metrics),
 		Metrics:         p.metrics,
 		Logger:          p.log,
 	}
@@ -350,6 +344,17 @@ func newRunner(cfg *config.Config, p *pipeline, consumer jetstream.Consumer, pol
 		}
 	}
 	return r
+}
+
+// freshness maps the metrics section's freshness keys.
+func freshness(m *config.Metrics) runner.Freshness {
+	f := runner.Freshness{Disabled: !m.EventFreshnessEnabled, FutureSkewTolerance: ptr(seconds(m.EventFutureSkewToleranceSeconds))}
+	if m.EventStaleAfterSeconds == nil {
+		f.StaleAfter = ptr(time.Duration(-1)) // null disables the stale counters
+	} else {
+		f.StaleAfter = ptr(seconds(*m.EventStaleAfterSeconds))
+	}
+	return f
 }
 
 // close stops the sink and drains the connection (if the pipeline owns it),

@@ -17,44 +17,21 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// readyTimeout bounds how long Start waits for the server to accept clients.
-// A cold JetStream start on a busy 2-core machine takes well under a second;
-// 10 s leaves room for -race builds.
-const readyTimeout = 10 * time.Second
+	"github.com/nats-sinks/nats-sink/internal/embedded"
+)
 
 // Start runs a JetStream server on 127.0.0.1 with a free port and its store
 // under dir. It does not register any cleanup: the caller shuts it down. The
 // testscript "natsserver" command uses it as well as RunJetStream.
 func Start(dir string) (*server.Server, error) {
-	return StartOn(dir, -1)
+	return embedded.Start(dir, -1)
 }
 
 // StartOn is Start on a fixed port (-1 picks a free one). Restart uses it to
 // bring a server back on the address its clients reconnect to.
 func StartOn(dir string, port int) (*server.Server, error) {
-	opts := &server.Options{
-		Host:      "127.0.0.1",
-		Port:      port,
-		JetStream: true,
-		StoreDir:  dir,
-		NoLog:     true,
-		NoSigs:    true,
-		// The server name must stay the same across a restart, or the
-		// restarted server would not recognise its own stored assets.
-		ServerName: "natstest",
-	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("new server: %w", err)
-	}
-	s.Start() // non-blocking
-	if !s.ReadyForConnections(readyTimeout) {
-		s.Shutdown()
-		return nil, fmt.Errorf("server on %s not ready after %v", dir, readyTimeout)
-	}
-	return s, nil
+	return embedded.Start(dir, port)
 }
 
 // RunJetStream starts an in-process JetStream server on a free port with its
@@ -88,7 +65,7 @@ func Restart(t testing.TB, s *server.Server) *server.Server {
 		ns  *server.Server
 		err error
 	)
-	deadline := time.Now().Add(readyTimeout)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ns, err = StartOn(dir, port)
 		if err == nil || time.Now().After(deadline) {
@@ -150,25 +127,30 @@ func Publish(t testing.TB, js jetstream.JetStream, subject string, data []byte, 
 }
 
 // PublishN publishes n messages to subject with bodies produced by body(i)
-// (i from 0), pipelined with PublishAsync, and waits for every PubAck.
+// (i from 0), pipelined with PublishAsync in windows of 1000, and waits for
+// every PubAck. (A window keeps the client below its limit of outstanding
+// async publishes, which otherwise stalls large runs.)
 func PublishN(t testing.TB, js jetstream.JetStream, subject string, n int, body func(i int) []byte) {
 	t.Helper()
-	futures := make([]jetstream.PubAckFuture, 0, n)
-	for i := range n {
-		f, err := js.PublishAsync(subject, body(i))
-		if err != nil {
-			t.Fatalf("natstest: publish %d to %s: %v", i, subject, err)
+	const window = 1000
+	for first := 0; first < n; first += window {
+		futures := make([]jetstream.PubAckFuture, 0, window)
+		for i := first; i < min(first+window, n); i++ {
+			f, err := js.PublishAsync(subject, body(i))
+			if err != nil {
+				t.Fatalf("natstest: publish %d to %s: %v", i, subject, err)
+			}
+			futures = append(futures, f)
 		}
-		futures = append(futures, f)
-	}
-	timeout := time.After(30 * time.Second)
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			t.Fatalf("natstest: publish %d to %s: %v", i, subject, err)
-		case <-timeout:
-			t.Fatalf("natstest: publish to %s: PubAcks not received within 30s", subject)
+		timeout := time.After(30 * time.Second)
+		for i, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				t.Fatalf("natstest: publish %d to %s: %v", first+i, subject, err)
+			case <-timeout:
+				t.Fatalf("natstest: publish to %s: PubAcks not received within 30s", subject)
+			}
 		}
 	}
 }

@@ -74,8 +74,8 @@ func LevelName(l slog.Level) string {
 //
 // Keys: by policy only the allow-list of AllowedLogKeys appears in records.
 // The handler does not filter keys, since silently dropping an unexpected
-// key would hide the bug that added it; tests check with AssertLogSafe and
-// AssertLogKeys instead.
+// key would hide the bug that added it; tests check with logtest.AssertLogSafe and
+// logtest.AssertLogKeys instead.
 func NewLogger(w io.Writer, format, level string) *slog.Logger {
 	return newLogger(w, format, level, time.Now)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nats-sinks/nats-sink/internal/telemetry/logtest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -50,7 +51,7 @@ func TestJSONRecordLayout(t *testing.T) {
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("JSON log mismatch (-want +got):\n%s", diff)
 	}
-	AssertLogKeys(t, buf.String())
+	logtest.AssertLogKeys(t, buf.String())
 }
 
 func TestTextRecordLayout(t *testing.T) {
@@ -300,7 +301,7 @@ func TestLogValuerIsResolved(t *testing.T) {
 		var buf bytes.Buffer
 		l := NewLogger(&buf, format, "INFO")
 		l.Info("starting", "dlq", maskedSecret("hunter2"), slog.Group("g", "k", maskedSecret("hunter2")))
-		AssertLogSafe(t, buf.String(), "hunter2")
+		logtest.AssertLogSafe(t, buf.String(), "hunter2")
 		if !strings.Contains(buf.String(), "********") {
 			t.Errorf("%s: mask missing: %s", format, buf.String())
 		}
@@ -334,7 +335,7 @@ func TestAssertLogSafe(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recordingTB{TB: t}
-			AssertLogSafe(rec, tt.out, tt.secrets...)
+			logtest.AssertLogSafe(rec, tt.out, tt.secrets...)
 			if len(rec.errors) != tt.fails {
 				t.Errorf("AssertLogSafe reported %d failures %q, want %d", len(rec.errors), rec.errors, tt.fails)
 			}
@@ -363,7 +364,7 @@ func TestAssertLogKeys(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recordingTB{TB: t}
-			AssertLogKeys(rec, tt.out)
+			logtest.AssertLogKeys(rec, tt.out)
 			if len(rec.errors) != tt.fails {
 				t.Errorf("AssertLogKeys reported %q, want %d failures", rec.errors, tt.fails)
 			}

@@ -53,14 +53,17 @@ func BenchmarkCommit(b *testing.B) {
 		tmpfile bool
 		sync    syncMode
 		naive   bool
+		oneDir  bool // every batch into the same, existing subject directory
 	}{
-		{"tmpfile/syncfs", true, true, syncWholeFS, false},
-		{"tmpfile/fsync-each", true, true, syncEachFile, false},
-		{"named/syncfs", true, false, syncWholeFS, false},
-		{"named/fsync-each", true, false, syncEachFile, false},
-		{"naive-per-message", true, false, syncEachFile, true},
-		{"tmpfile/no-fsync", false, true, syncWholeFS, false},
-		{"named/no-fsync", false, false, syncWholeFS, false},
+		{"tmpfile/syncfs/one-dir", true, true, syncWholeFS, false, true},
+		{"named/syncfs/one-dir", true, false, syncWholeFS, false, true},
+		{"tmpfile/syncfs", true, true, syncWholeFS, false, false},
+		{"tmpfile/fsync-each", true, true, syncEachFile, false, false},
+		{"named/syncfs", true, false, syncWholeFS, false, false},
+		{"named/fsync-each", true, false, syncEachFile, false, false},
+		{"naive-per-message", true, false, syncEachFile, true, false},
+		{"tmpfile/no-fsync", false, true, syncWholeFS, false, false},
+		{"named/no-fsync", false, false, syncWholeFS, false, false},
 	}
 	data := make([]byte, benchSize)
 	for i := range data {
@@ -95,6 +98,9 @@ func BenchmarkCommit(b *testing.B) {
 					entries := make([]*entry, benchBatch)
 					for i := range entries {
 						entries[i] = &entry{subdir: sub, name: fmt.Sprintf("f-%05d.json", i), data: data, seq: uint64(i + 1)}
+						if v.oneDir {
+							entries[i].subdir, entries[i].name = "s", fmt.Sprintf("f-%s-%05d.json", sub, i)
+						}
 					}
 					s.commit(context.Background(), entries)
 					for _, e := range entries {

@@ -2,6 +2,7 @@ package file
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -56,4 +57,26 @@ func linkTmpfile(fd, dirfd int, newName string) error {
 // Linux 5.8 it reports writeback errors of that filesystem.
 func syncFilesystem(fd int) error { return unix.Syncfs(fd) }
 
-const haveSyncfs = true
+// haveSyncfs is true when syncfs(2) reports writeback errors: Linux 5.8 and
+// later. Before 5.8 syncfs returned 0 even when data failed to reach the
+// disk, so a batch could be reported durable when it was not; those kernels
+// get one fsync per file instead (slower, and honest).
+var haveSyncfs = syncfsReportsErrors()
+
+func syncfsReportsErrors() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	return kernelAtLeast(unix.ByteSliceToString(u.Release[:]), 5, 8)
+}
+
+// kernelAtLeast parses the leading "major.minor" of a kernel release string
+// such as "6.18.44-fc-v782".
+func kernelAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(release, "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}

@@ -1,0 +1,106 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+const benchBatch = 500
+
+// benchEnv publishes n 256-byte messages and returns a fresh durable
+// consumer sized for inFlight batches of benchBatch.
+func benchEnv(b *testing.B, n, inFlight int) (*env, jetstream.Consumer) {
+	b.Helper()
+	s := natstest.RunJetStream(b)
+	nc, js := natstest.Connect(b, s)
+	natstest.CreateStream(b, js, jetstream.StreamConfig{Name: testStream, Subjects: []string{"orders.>"}})
+	payload := make([]byte, 256)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	natstest.PublishN(b, js, "orders.created", n, func(int) []byte { return payload })
+	c, _, err := EnsureConsumer(context.Background(), js, ConsumerSpec{
+		Stream: testStream, Name: testConsumer, Subject: "orders.>",
+		AckWait:       new(time.Minute),
+		MaxAckPending: new(inFlight*benchBatch + benchBatch), // platform-facts: size it to in-flight capacity
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &env{srv: s, nc: nc, js: js}, c
+}
+
+// nullSink discards everything and reports it committed.
+type nullSink struct{}
+
+func (nullSink) Type() string { return "null" }
+func (nullSink) WriteBatch(_ context.Context, batch []*sink.Envelope) []sink.Result {
+	return results(len(batch), sink.Ok)
+}
+func (nullSink) Stop(context.Context) error { return nil }
+
+// BenchmarkPipelineNull moves b.N messages through the whole runner
+// (envelopes, isolation, ACK, flush) into a sink that discards them.
+func BenchmarkPipelineNull(b *testing.B) {
+	for _, inFlight := range []int{1, 4} {
+		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
+			_, c := benchEnv(b, b.N, inFlight)
+			m := newMetricsB(b)
+			r := &Runner{Consumer: c, Sink: nullSink{}, BatchSize: benchBatch, MaxInFlight: inFlight,
+				Metrics: m, BatchTimeout: 100 * time.Millisecond}
+			ctx, cancel := context.WithCancel(context.Background())
+			b.ResetTimer()
+			begin := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			for m.MessagesAcked.Value() < uint64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			elapsed := time.Since(begin)
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+		})
+	}
+}
+
+// BenchmarkRawConsumeAck is the ceiling: fetch batches of the same size and
+// plain-ACK every message, with no runner at all.
+func BenchmarkRawConsumeAck(b *testing.B) {
+	e, c := benchEnv(b, b.N, 1)
+	b.ResetTimer()
+	begin := time.Now()
+	acked := 0
+	for acked < b.N {
+		batch, err := c.Fetch(min(benchBatch, b.N-acked), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			if err := msg.Ack(); err != nil {
+				b.Fatal(err)
+			}
+			acked++
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			b.Fatal(err)
+		}
+	}
+	if err := e.nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(begin)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
