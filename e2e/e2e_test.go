@@ -178,7 +178,9 @@ func checkFiles(t *testing.T, dir, stream string, n int) {
 	}
 }
 
-func body(i int) []byte { return fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i+1, strings.Repeat("x", 200)) }
+func body(i int) []byte {
+	return fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, i+1, strings.Repeat("x", 200))
+}
 
 func init() {
 	// The subprocess and the embedded server share two cores: keep the
