@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,12 @@ type benchOptions struct {
 	encrypt      bool
 	format       string
 	keep         bool
+
+	// cfg is the --config file, loaded; explicit records which flags were
+	// given, so that --batch-size and --in-flight override the file only
+	// when set.
+	cfg      *config.Config
+	explicit map[string]bool
 }
 
 // benchRow is one line of the bench table.
@@ -77,9 +84,27 @@ func runBench(env *Env, args []string) int {
 	if code >= 0 {
 		return code
 	}
+	o.explicit = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.explicit[f.Name] = true })
+	if o.configPath != "" {
+		cfg, code := loadConfig(env, o.configPath)
+		if cfg == nil {
+			return code
+		}
+		o.cfg = cfg
+		if !o.explicit["batch-size"] {
+			o.batchSize = cfg.Delivery.BatchSize
+		}
+		if !o.explicit["in-flight"] {
+			o.inFlight = cfg.Delivery.MaxInFlightBatches
+		}
+	}
 	o.sinks = sinks
 	if len(o.sinks) == 0 {
 		o.sinks = []string{"null"}
+		if o.cfg != nil {
+			o.sinks = []string{o.cfg.Sink.Type}
+		}
 	}
 	if err := o.check(); err != nil || len(pos) > 0 {
 		if err == nil {
@@ -116,11 +141,12 @@ func (o *benchOptions) check() error {
 		return errors.New("--in-flight must be between 1 and 64")
 	case o.format != "text" && o.format != "json":
 		return errors.New("--format must be text or json")
-	case o.configPath != "":
-		return errors.New("--config is not supported by this build yet; use --server, --batch-size, --in-flight and --sink")
 	}
 	for _, s := range o.sinks {
-		if s != "null" && s != "file" && s != "sqlite" {
+		switch {
+		case o.cfg != nil && s != "null" && s != o.cfg.Sink.Type:
+			return fmt.Errorf("--sink with --config must be null or the configuration's sink type %q (got %q)", o.cfg.Sink.Type, s)
+		case o.cfg == nil && s != "null" && s != "file" && s != "sqlite":
 			return fmt.Errorf("--sink must be null, file or sqlite (got %q)", s)
 		}
 		if s == "sqlite" {
@@ -168,7 +194,17 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 	t := &benchTarget{tmp: tmp}
 	url := o.server
 	t.where = url
-	if o.server == "embedded" {
+	var natsOpts []nats.Option
+	if o.cfg != nil && !o.explicit["server"] {
+		// --config: its connection keys, secrets resolved now.
+		url = strings.Join(o.cfg.NATS.Servers(), ",")
+		t.where = redactURL(url)
+		m, _ := telemetry.NewMetrics(nil, "nats_sinks") // unexported: counts connection events only
+		natsOpts, err = natsOptions(&o.cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, "text", "ERROR"), m)
+		if err != nil {
+			return nil, "", err
+		}
+	} else if o.server == "embedded" {
 		s, err := embedded.Start(tmp+"/nats", -1)
 		if err != nil {
 			return nil, "", fmt.Errorf("start embedded nats-server: %w", err)
@@ -177,12 +213,16 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 		url = s.ClientURL()
 		t.where = "embedded NATS"
 	}
-	t.nc, err = nats.Connect(url, nats.Name("nats-sink bench"))
+	t.nc, err = nats.Connect(url, append(natsOpts, nats.Name("nats-sink bench"))...)
 	if err != nil {
 		return nil, "", fmt.Errorf("connect to %s: %w", redactURL(url), err)
 	}
 	defer t.nc.Close()
-	t.js, err = jetstream.New(t.nc)
+	if o.cfg != nil {
+		t.js, err = newJetStream(t.nc, &o.cfg.NATS)
+	} else {
+		t.js, err = jetstream.New(t.nc)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -292,8 +332,14 @@ func (o *benchOptions) bareFiles(ctx context.Context, t *benchTarget) (benchRow,
 		return benchRow{}, err
 	}
 	size := recordSize(t, o.payloadBytes)
+	fsync := true
+	if o.cfg != nil {
+		if fc, ok := o.cfg.Sink.Opener.(file.Config); ok {
+			fsync = fc.Fsync
+		}
+	}
 	start := time.Now()
-	if err := file.BareLoop(ctx, dir, o.messages, size, true); err != nil {
+	if err := file.BareLoop(ctx, dir, o.messages, size, fsync); err != nil {
 		return benchRow{}, fmt.Errorf("bare file loop: %w", err)
 	}
 	return benchRow{"files (bare)", o.messages, time.Since(start).Seconds()}, nil
@@ -373,7 +419,7 @@ func (nullSink) Stop(context.Context) error { return nil }
 func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, sinkType string, i int, limit time.Duration) (benchRow, error) {
 	consumer := fmt.Sprintf("bench-pipeline-%d-%s", i, sinkType)
 	sinkJSON := `{"type": "file", "directory": "unused"}`
-	if sinkType == "file" {
+	if sinkType == "file" && o.cfg == nil {
 		dir, err := os.MkdirTemp(t.tmp, "file-sink-")
 		if err != nil {
 			return benchRow{}, err
@@ -399,6 +445,21 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 	cfg, err := config.Parse([]byte(doc), "bench", builtin.Registry(), config.Env(getenv))
 	if err != nil {
 		return benchRow{}, fmt.Errorf("bench configuration: %w", err)
+	}
+	if o.cfg != nil {
+		// --config: its sink, delivery and encryption, on bench's own
+		// stream and consumer.
+		own := *o.cfg
+		own.NATS.Stream, own.NATS.Consumer, own.NATS.Subject = cfg.NATS.Stream, cfg.NATS.Consumer, cfg.NATS.Subject
+		own.NATS.Durable = true
+		own.ConsumerManagement = cfg.ConsumerManagement
+		own.Delivery.BatchSize, own.Delivery.MaxInFlightBatches = o.batchSize, o.inFlight
+		own.DeadLetter.Enabled = false
+		own.Metrics.Enabled = false
+		if o.encrypt {
+			own.Encryption = cfg.Encryption
+		}
+		cfg = &own
 	}
 	po := pipelineOptions{env: config.Env(getenv), log: telemetry.NewLogger(env.Stderr, "text", "ERROR"), conn: t.nc}
 	if sinkType == "null" {
