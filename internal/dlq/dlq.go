@@ -65,57 +65,7 @@ var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 // built (x-failed-at).
 func Build(e *sink.Envelope, f Failure, o Options, failedAt time.Time) Message {
 	key, keyErr := record.CoreKey(e)
-	body := map[string]any{
-		"subject":                            e.Subject,
-		"stream":                             nullable(e.Stream),
-		"consumer":                           nullable(e.Consumer),
-		"stream_sequence":                    sequence(e.StreamSequence),
-		"consumer_sequence":                  sequence(e.ConsumerSequence),
-		"message_id":                         nullable(e.MessageID),
-		"priority":                           nullable(e.Priority),
-		"classification":                     nullable(e.Classification),
-		"labels":                             record.Labels(e),
-		"redelivered":                        nil,
-		"pending":                            nil,
-		"idempotency_key":                    nil,
-		"idempotency_key_unavailable_reason": nil,
-		"payload":                            record.PayloadObject(e),
-	}
-	if r, known := e.Redelivered(); known {
-		body["redelivered"] = r
-	}
-	if e.Pending >= 0 {
-		body["pending"] = e.Pending
-	}
-	if keyErr == nil {
-		body["idempotency_key"] = key
-	} else {
-		// CoreKey fails only for an omitted payload without stream or
-		// message-id material.
-		body["idempotency_key_unavailable_reason"] = "payload_omitted"
-	}
-	if o.IncludeError {
-		body["error_type"] = f.ErrorType
-		body["error"] = f.Error
-	}
-	if !e.Timestamp.IsZero() {
-		body["timestamp"] = record.ISO(record.JetStreamTime(e.Timestamp))
-	}
-	if o.IncludeHeaders {
-		body["headers"] = record.Headers(e)
-	}
-	if o.IncludePayload {
-		if e.Payload.Present {
-			body["payload_base64"] = base64.StdEncoding.EncodeToString(e.Data)
-		} else {
-			reason := e.Payload.OmittedReason
-			if reason == "" {
-				reason = "payload_omitted"
-			}
-			body["payload_unavailable_reason"] = reason
-		}
-	}
-
+	body := buildBody(e, f, o, key, keyErr == nil)
 	m := Message{Body: jsonx.Marshal(body, jsonx.ASCII), Header: make(map[string][]string, 11)}
 	set := func(k, v string) { m.Header[k] = []string{v} }
 	set(HeaderErrorType, f.ErrorType)
@@ -145,6 +95,72 @@ func Build(e *sink.Envelope, f Failure, o Options, failedAt time.Time) Message {
 		}
 	}
 	return m
+}
+
+// buildBody returns the DLQ body document of data-shapes §8.1 for e; key is the
+// core idempotency key when hasKey. Members are in canonical key order, so
+// jsonx encodes the object without sorting (optional members are appended
+// where they fall in that order).
+func buildBody(e *sink.Envelope, f Failure, o Options, key string, hasKey bool) jsonx.Object {
+	var redelivered, pending, idemKey, keyUnavailable any
+	if r, known := e.Redelivered(); known {
+		redelivered = r
+	}
+	if e.Pending >= 0 {
+		pending = e.Pending
+	}
+	if hasKey {
+		idemKey = key
+	} else {
+		// CoreKey fails only for an omitted payload without stream or
+		// message-id material.
+		keyUnavailable = "payload_omitted"
+	}
+	body := make(jsonx.Object, 0, 20)
+	body = append(body,
+		jsonx.Member{Key: "classification", Value: nullable(e.Classification)},
+		jsonx.Member{Key: "consumer", Value: nullable(e.Consumer)},
+		jsonx.Member{Key: "consumer_sequence", Value: sequence(e.ConsumerSequence)},
+	)
+	if o.IncludeError {
+		body = append(body,
+			jsonx.Member{Key: "error", Value: f.Error},
+			jsonx.Member{Key: "error_type", Value: f.ErrorType},
+		)
+	}
+	if o.IncludeHeaders {
+		body = append(body, jsonx.Member{Key: "headers", Value: record.Headers(e)})
+	}
+	body = append(body,
+		jsonx.Member{Key: "idempotency_key", Value: idemKey},
+		jsonx.Member{Key: "idempotency_key_unavailable_reason", Value: keyUnavailable},
+		jsonx.Member{Key: "labels", Value: record.Labels(e)},
+		jsonx.Member{Key: "message_id", Value: nullable(e.MessageID)},
+		jsonx.Member{Key: "payload", Value: record.PayloadObject(e)},
+	)
+	if o.IncludePayload {
+		if e.Payload.Present {
+			body = append(body, jsonx.Member{Key: "payload_base64", Value: base64.StdEncoding.EncodeToString(e.Data)})
+		} else {
+			reason := e.Payload.OmittedReason
+			if reason == "" {
+				reason = "payload_omitted"
+			}
+			body = append(body, jsonx.Member{Key: "payload_unavailable_reason", Value: reason})
+		}
+	}
+	body = append(body,
+		jsonx.Member{Key: "pending", Value: pending},
+		jsonx.Member{Key: "priority", Value: nullable(e.Priority)},
+		jsonx.Member{Key: "redelivered", Value: redelivered},
+		jsonx.Member{Key: "stream", Value: nullable(e.Stream)},
+		jsonx.Member{Key: "stream_sequence", Value: sequence(e.StreamSequence)},
+		jsonx.Member{Key: "subject", Value: e.Subject},
+	)
+	if !e.Timestamp.IsZero() {
+		body = append(body, jsonx.Member{Key: "timestamp", Value: record.ISO(record.JetStreamTime(e.Timestamp))})
+	}
+	return body
 }
 
 // Reason makes s a safe x-dead-letter-reason value: control characters (C0,

@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -207,5 +209,33 @@ func TestReason(t *testing.T) {
 				t.Errorf("Reason(%q) is %d bytes, valid UTF-8 %v", tt.in, len(got), utf8.ValidString(got))
 			}
 		})
+	}
+}
+
+// TestBodyIsSorted checks that the body is built in canonical key order for
+// every combination of optional members, so the encoder never sorts it.
+func TestBodyIsSorted(t *testing.T) {
+	f := Failure{sink.PermanentSinkError, "boom"}
+	for _, e := range []*sink.Envelope{goldenEnvelope(), headersOnlyEnvelope(), {Subject: "s", Pending: -1}} {
+		key, err := record.CoreKey(e)
+		for _, o := range []Options{
+			{},
+			{IncludePayload: true, IncludeHeaders: true, IncludeError: true},
+			{IncludePayload: true},
+			{IncludeError: true},
+			{IncludeHeaders: true},
+		} {
+			b := buildBody(e, f, o, key, err == nil)
+			if !b.Sorted() {
+				keys := make([]string, len(b))
+				for i, m := range b {
+					keys[i] = m.Key
+				}
+				t.Errorf("body keys for %+v are not in order: %q", o, keys)
+			}
+			if p, _ := b.Get("payload"); !p.(jsonx.Object).Sorted() {
+				t.Errorf("payload object is not in key order")
+			}
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package jsonx_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
@@ -37,12 +39,37 @@ func benchRecord() map[string]any {
 	}
 }
 
+// objectify turns every map in v into an Object in key order, as record
+// builders write them.
+func objectify(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		o := make(jsonx.Object, 0, len(x))
+		for k, item := range x {
+			o = append(o, jsonx.Member{Key: k, Value: objectify(item)})
+		}
+		slices.SortFunc(o, func(a, b jsonx.Member) int { return strings.Compare(a.Key, b.Key) })
+		return o
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = objectify(item)
+		}
+		return out
+	}
+	return v
+}
+
 func BenchmarkMarshal(b *testing.B) {
-	v := benchRecord()
 	for _, tt := range []struct {
 		name string
 		f    jsonx.Flavour
-	}{{"utf8", jsonx.UTF8}, {"ascii", jsonx.ASCII}} {
+		v    any
+	}{
+		{"utf8", jsonx.UTF8, benchRecord()}, {"ascii", jsonx.ASCII, benchRecord()},
+		{"object/utf8", jsonx.UTF8, objectify(benchRecord())},
+	} {
+		v := tt.v
 		b.Run(tt.name, func(b *testing.B) {
 			b.SetBytes(int64(len(jsonx.Marshal(v, tt.f))))
 			b.ReportAllocs()
@@ -73,11 +100,39 @@ func BenchmarkParse(b *testing.B) {
 	if len(benchPayload) != 256 {
 		b.Fatalf("payload is %d bytes, want 256", len(benchPayload))
 	}
-	b.SetBytes(int64(len(benchPayload)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := jsonx.Parse(benchPayload); err != nil {
-			b.Fatal(err)
-		}
+	for _, tt := range []struct {
+		name  string
+		parse func([]byte) (any, error)
+	}{{"map", jsonx.Parse}, {"sorted", jsonx.ParseSorted}} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(benchPayload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tt.parse(benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseMarshal is the payload path of a record: parse, re-encode.
+func BenchmarkParseMarshal(b *testing.B) {
+	for _, tt := range []struct {
+		name  string
+		parse func([]byte) (any, error)
+	}{{"map", jsonx.Parse}, {"sorted", jsonx.ParseSorted}} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(benchPayload)))
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				v, err := tt.parse(benchPayload)
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf = jsonx.Append(buf[:0], v, jsonx.UTF8)
+			}
+		})
 	}
 }

@@ -17,35 +17,55 @@ const maxEncodeDepth = 10 * MaxDepth
 
 // Marshal returns the compact canonical encoding of v. v may be built from
 // nil, bool, string, Integer, int, int64, uint64, float64, []any, []string,
-// map[string]any and map[string]string; any other type panics (a programming
-// error). Floats must be finite.
+// Object, map[string]any and map[string]string; any other type panics (a
+// programming error). Floats must be finite. Objects are written in key
+// order whatever their member order (see Object).
+//
+// *string, *int64, *uint64 and *float64 encode as the value they point to
+// (null when nil). A pointer fits in an interface without the heap
+// allocation that boxing a string or a large integer costs, so record
+// builders point at envelope fields instead of copying them.
 //
 // Strings should be valid UTF-8. Should one not be, each maximal invalid
 // subsequence (the rule of data-shapes §2.1) is written as U+FFFD, so the
 // output is always valid JSON.
 func Marshal(v any, f Flavour) []byte {
-	return Append(make([]byte, 0, 256), v, f)
+	var scratch [scratchSize]byte
+	return detach(Append(scratch[:0], v, f))
 }
 
 // MarshalPretty returns the pretty canonical encoding of v: two-space indent,
 // one item per line, ": " between key and value, empty containers as {} and [].
 // There is no trailing newline.
 func MarshalPretty(v any, f Flavour) []byte {
-	return AppendPretty(make([]byte, 0, 512), v, f)
+	var scratch [scratchSize]byte
+	return detach(AppendPretty(scratch[:0], v, f))
+}
+
+// scratchSize is the stack buffer Marshal encodes into before copying the
+// result to the heap once. A file record with metadata is 1.5–3 KB, so
+// growing a small heap buffer instead cost four allocations and copies.
+const scratchSize = 4096
+
+// slack is spare capacity in Marshal's result, so that a caller appending a
+// newline (file records, JSON lines) does not copy the record again.
+const slack = 8
+
+// detach copies b, which may live on the caller's stack, to the heap.
+func detach(b []byte) []byte {
+	return append(make([]byte, 0, len(b)+slack), b...)
 }
 
 // Append appends the compact canonical encoding of v to dst.
 func Append(dst []byte, v any, f Flavour) []byte {
-	var keys [32]string
-	e := encoder{ascii: isASCII(f), keys: keys[:0]}
+	e := encoder{ascii: isASCII(f)}
 	return e.value(dst, v, 0)
 }
 
 // AppendPretty appends the pretty canonical encoding of v to dst (see
 // MarshalPretty).
 func AppendPretty(dst []byte, v any, f Flavour) []byte {
-	var keys [32]string
-	e := encoder{ascii: isASCII(f), pretty: true, keys: keys[:0]}
+	e := encoder{ascii: isASCII(f), pretty: true}
 	return e.value(dst, v, 0)
 }
 
@@ -66,7 +86,9 @@ func isASCII(f Flavour) bool {
 
 // encoder carries the per-call state: the flavour, the layout and one key
 // buffer shared by every map in the value, used as a stack (each map sorts
-// its keys in the region above its parent's and truncates on return).
+// its keys in the region above its parent's and truncates on return). The
+// buffer is allocated at the first map: a value built from Objects, the
+// hot path, needs none. (A stack array does not help: it escapes.)
 type encoder struct {
 	ascii  bool
 	pretty bool
@@ -94,6 +116,38 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		return strconv.AppendUint(dst, x, 10)
 	case float64:
 		return AppendFloat(dst, x)
+	case *string:
+		if x == nil {
+			return append(dst, "null"...)
+		}
+		return appendString(dst, *x, e.ascii)
+	case *int64:
+		if x == nil {
+			return append(dst, "null"...)
+		}
+		return strconv.AppendInt(dst, *x, 10)
+	case *uint64:
+		if x == nil {
+			return append(dst, "null"...)
+		}
+		return strconv.AppendUint(dst, *x, 10)
+	case *float64:
+		if x == nil {
+			return append(dst, "null"...)
+		}
+		return AppendFloat(dst, *x)
+	case Object:
+		if len(x) == 0 {
+			return append(dst, "{}"...)
+		}
+		checkDepth(depth)
+		x = x.canonical()
+		dst = append(dst, '{')
+		for i := range x {
+			dst = e.key(dst, x[i].Key, i, depth)
+			dst = e.value(dst, x[i].Value, depth+1)
+		}
+		return e.close(dst, '}', depth)
 	case map[string]any:
 		if len(x) == 0 {
 			return append(dst, "{}"...)
@@ -152,6 +206,9 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 // where they start.
 func sortedKeys[V any](e *encoder, m map[string]V, depth int) int {
 	checkDepth(depth)
+	if e.keys == nil {
+		e.keys = make([]string, 0, max(32, len(m)))
+	}
 	start := len(e.keys)
 	for k := range m {
 		e.keys = append(e.keys, k)
@@ -213,6 +270,14 @@ func appendString(dst []byte, s string, ascii bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Skip eight plain bytes at a time: subjects, digests, base64 and
+		// most payload text are long runs of them.
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < 0x7f {
 			i++
@@ -272,6 +337,28 @@ func appendString(dst []byte, s string, ascii bool) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// SWAR constants: every byte 0x01, every byte 0x80.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plain8 reports whether none of the 8 bytes of s needs attention from
+// appendString: no control character, '"', '\\', DEL or non-ASCII byte.
+// It tests all eight at once on one 64-bit word (the byte loads combine
+// into one): a byte b < n sets its high bit in (x - n*lsb) &^ x, exact for
+// n <= 0x80 when no byte has its high bit set, which x&msb rules out first.
+func plain8(s string) bool {
+	_ = s[7]
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	if x&msb != 0 {
+		return false
+	}
+	hasZero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
+	return (x-0x20*lsb)&^x&msb|hasZero(x^('"'*lsb))|hasZero(x^('\\'*lsb))|hasZero(x^(0x7f*lsb)) == 0
 }
 
 // appendU writes r (<= U+FFFF) as \uxxxx with lower-case hex.

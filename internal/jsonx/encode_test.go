@@ -246,3 +246,34 @@ func TestMarshalPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendStringWordBoundaries puts each byte class that needs attention
+// at every offset of a string long enough for the 8-byte fast path, and
+// checks the result equals escaping the pieces separately.
+func TestAppendStringWordBoundaries(t *testing.T) {
+	unquote := func(b []byte) string { return string(b[1 : len(b)-1]) }
+	for _, special := range []string{"\x00", "\x1f", " ", "\"", "\\", "\x7f", "\x80", "é", "\xe2\x82", "😀", "~"} {
+		for _, f := range []jsonx.Flavour{jsonx.UTF8, jsonx.ASCII} {
+			for pos := range 20 {
+				prefix, suffix := strings.Repeat("a", pos), strings.Repeat("b", 19-pos)
+				got := string(jsonx.AppendString(nil, prefix+special+suffix, f))
+				want := `"` + prefix + unquote(jsonx.AppendString(nil, special, f)) + suffix + `"`
+				if got != want {
+					t.Errorf("AppendString(%q at %d, %d) = %s, want %s", special, pos, f, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestMarshalPointers(t *testing.T) {
+	s, i, u, f := "é", int64(-3), uint64(math.MaxUint64), 0.5
+	in := jsonx.Object{
+		{"f", &f}, {"i", &i}, {"nf", (*float64)(nil)}, {"ni", (*int64)(nil)}, {"ns", (*string)(nil)},
+		{"nu", (*uint64)(nil)}, {"s", &s}, {"u", &u},
+	}
+	want := `{"f":0.5,"i":-3,"nf":null,"ni":null,"ns":null,"nu":null,"s":"\u00e9","u":18446744073709551615}`
+	if got := string(jsonx.Marshal(in, jsonx.ASCII)); got != want {
+		t.Errorf("Marshal = %s, want %s", got, want)
+	}
+}

@@ -48,7 +48,28 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = unexpected error type %T: %v", data, err, err)
 		}
 		compareWithEncodingJSON(t, data, err)
+		compareSorted(t, data, v, err)
 	})
+}
+
+// compareSorted checks that ParseSorted accepts and rejects exactly what
+// Parse does, with the same error, and that its result encodes identically
+// with every object already in key order.
+func compareSorted(t *testing.T, data []byte, v any, err error) {
+	t.Helper()
+	sv, serr := jsonx.ParseSorted(data)
+	if !sameError(serr, err) {
+		t.Fatalf("ParseSorted(%q) error = %v, Parse error = %v", data, serr, err)
+	}
+	if err != nil {
+		return
+	}
+	if got, want := jsonx.Marshal(sv, jsonx.UTF8), jsonx.Marshal(v, jsonx.UTF8); !bytes.Equal(got, want) {
+		t.Fatalf("ParseSorted(%q) encodes as %q, Parse as %q", data, got, want)
+	}
+	if path := unsortedObject(sv, "(root)"); path != "" {
+		t.Fatalf("ParseSorted(%q): object at %s is not in key order", data, path)
+	}
 }
 
 // checkReencodes asserts that an accepted value encodes in both flavours to

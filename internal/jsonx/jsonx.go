@@ -4,9 +4,10 @@
 // pretty layout, utf8 or ascii flavour, Python-compatible float rendering).
 //
 // Parsed values are nil, bool, string, Integer, float64, []any and
-// map[string]any. Integers keep every digit, so Parse followed by Marshal is
-// lossless for everything except insignificant whitespace, key order and the
-// spelling of floats and escapes, which Marshal canonicalises.
+// map[string]any (Object, members in key order, with ParseSorted). Integers
+// keep every digit, so Parse followed by Marshal is lossless for everything
+// except insignificant whitespace, key order and the spelling of floats and
+// escapes, which Marshal canonicalises.
 package jsonx
 
 import (

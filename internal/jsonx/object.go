@@ -58,7 +58,8 @@ func (o Object) canonical() Object {
 	slices.SortFunc(c, compareMembers)
 	for i := 1; i < len(c); i++ {
 		if c[i-1].Key == c[i].Key {
-			panic("jsonx: duplicate key " + c[i].Key + " in Object")
+			// The key is left out: it might come from a payload.
+			panic("jsonx: duplicate key in Object")
 		}
 	}
 	return c

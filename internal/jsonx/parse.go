@@ -3,7 +3,9 @@ package jsonx
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -48,10 +50,27 @@ const (
 // parser that checks each finished object for duplicates reports, and it
 // keeps the more fundamental "this is not JSON" error in front.
 func Parse(data []byte) (any, error) {
+	return parse(data, false)
+}
+
+// ParseSorted is Parse, except that objects are returned as Object with
+// members sorted by key instead of map[string]any. It accepts and rejects
+// exactly what Parse does, with the same errors. Encoding its result skips
+// the per-object key sort and map lookups, which makes it the cheaper choice
+// for a document that is parsed only to be re-encoded canonically (a
+// message payload); a caller that looks keys up wants Parse.
+func ParseSorted(data []byte) (any, error) {
+	return parse(data, true)
+}
+
+func parse(data []byte, sorted bool) (any, error) {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) || !utf8.Valid(data) {
 		return nil, ErrNotUTF8
 	}
-	p := parser{data: data}
+	// One copy of the input backs every string and Integer without escapes
+	// (substrings share it): one allocation instead of one per token. The
+	// caller's buffer is not retained, so it may be reused at once.
+	p := parser{data: data, src: string(data), sorted: sorted}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
@@ -68,6 +87,7 @@ func Parse(data []byte) (any, error) {
 // UTF-8, so string contents can be copied without re-validation.
 type parser struct {
 	data  []byte
+	src   string // string(data)
 	pos   int
 	depth int
 	// path locates the value being parsed; it is rendered only for a
@@ -75,6 +95,8 @@ type parser struct {
 	path []segment
 	// buf is scratch space for strings with escapes, reused across strings.
 	buf []byte
+	// sorted makes objects Objects in key order instead of maps.
+	sorted bool
 }
 
 // segment is one step of a path: an object key, or an array index when
@@ -162,6 +184,9 @@ func (p *parser) object() (any, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
+	if p.sorted {
+		return p.objectSorted()
+	}
 	p.pos++ // '{'
 	m := make(map[string]any)
 	p.skipSpace()
@@ -174,27 +199,7 @@ func (p *parser) object() (any, error) {
 	top := len(p.path) - 1
 	dup, dupKey := false, ""
 	for {
-		if p.pos >= len(p.data) {
-			return nil, p.syntaxError(p.pos, reasonEOF)
-		}
-		if p.data[p.pos] != '"' {
-			return nil, p.unexpected(reasonKey)
-		}
-		key, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.syntaxError(p.pos, reasonEOF)
-		}
-		if p.data[p.pos] != ':' {
-			return nil, p.unexpected(reasonColon)
-		}
-		p.pos++
-		p.skipSpace()
-		p.path[top].key = key
-		v, err := p.value()
+		key, v, err := p.member(top)
 		if err != nil {
 			return nil, err
 		}
@@ -205,21 +210,13 @@ func (p *parser) object() (any, error) {
 		if len(m) == n && !dup {
 			dup, dupKey = true, key
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.syntaxError(p.pos, reasonEOF)
+		more, err := p.objectSep()
+		if err != nil {
+			return nil, err
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			p.skipSpace()
-			continue
-		case '}':
-			p.pos++
-		default:
-			return nil, p.unexpected(reasonObjectSep)
+		if !more {
+			break
 		}
-		break
 	}
 	p.path = p.path[:top]
 	p.depth--
@@ -227,6 +224,142 @@ func (p *parser) object() (any, error) {
 		return nil, &PathError{Path: p.pathString(), Message: messageDuplicate + `"` + dupKey + `"`}
 	}
 	return m, nil
+}
+
+// member parses `"key": value` at p.pos, recording key as path segment top
+// while the value is parsed.
+func (p *parser) member(top int) (string, any, error) {
+	if p.pos >= len(p.data) {
+		return "", nil, p.syntaxError(p.pos, reasonEOF)
+	}
+	if p.data[p.pos] != '"' {
+		return "", nil, p.unexpected(reasonKey)
+	}
+	key, err := p.str()
+	if err != nil {
+		return "", nil, err
+	}
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return "", nil, p.syntaxError(p.pos, reasonEOF)
+	}
+	if p.data[p.pos] != ':' {
+		return "", nil, p.unexpected(reasonColon)
+	}
+	p.pos++
+	p.skipSpace()
+	p.path[top].key = key
+	v, err := p.value()
+	if err != nil {
+		return "", nil, err
+	}
+	return key, v, nil
+}
+
+// objectSep consumes what follows a member: ',' (more is true) or '}'.
+func (p *parser) objectSep() (more bool, err error) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return false, p.syntaxError(p.pos, reasonEOF)
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		p.skipSpace()
+		return true, nil
+	case '}':
+		p.pos++
+		return false, nil
+	}
+	return false, p.unexpected(reasonObjectSep)
+}
+
+// insertLimit is the largest object objectSorted keeps sorted by insertion.
+// Insertion costs O(n) per out-of-order key, so a large object in random
+// key order (a hostile payload of 100k keys) switches to a map for the
+// duplicate check and one sort at the end.
+const insertLimit = 32
+
+// objectSorted is object for ParseSorted: members go into an Object kept in
+// key order. Keys that arrive ascending (canonical producers, and most
+// hand-written JSON up to a few keys) are appended; others are inserted by
+// binary search, which also finds duplicates. The duplicate reported is the
+// same as object's: the first key, in document order, seen before.
+func (p *parser) objectSorted() (any, error) {
+	p.pos++ // '{'
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.depth--
+		return Object{}, nil
+	}
+	o := make(Object, 0, 8)
+	var seen map[string]struct{} // set once o outgrows insertLimit out of order
+	unsorted := false            // o has an unsorted tail (only with seen)
+	p.path = append(p.path, segment{index: -1})
+	top := len(p.path) - 1
+	dup, dupKey := false, ""
+	for {
+		key, v, err := p.member(top)
+		if err != nil {
+			return nil, err
+		}
+		// A duplicate breaks out of the switch without storing the member:
+		// the document is rejected once the object is complete.
+		switch n := len(o); {
+		case seen != nil:
+			if _, ok := seen[key]; ok {
+				if !dup {
+					dup, dupKey = true, key
+				}
+				break
+			}
+			seen[key] = struct{}{}
+			o = append(o, Member{key, v})
+			unsorted = true
+		case n == 0 || o[n-1].Key < key:
+			o = append(o, Member{key, v})
+		case n < insertLimit:
+			i, found := slices.BinarySearchFunc(o, key, func(m Member, k string) int { return strings.Compare(m.Key, k) })
+			if found {
+				if !dup {
+					dup, dupKey = true, key
+				}
+				break
+			}
+			o = slices.Insert(o, i, Member{key, v})
+		default:
+			seen = make(map[string]struct{}, 2*n)
+			for _, m := range o {
+				seen[m.Key] = struct{}{}
+			}
+			if _, ok := seen[key]; ok {
+				if !dup {
+					dup, dupKey = true, key
+				}
+				break
+			}
+			seen[key] = struct{}{}
+			o = append(o, Member{key, v})
+			unsorted = true
+		}
+		more, err := p.objectSep()
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+	}
+	p.path = p.path[:top]
+	p.depth--
+	if dup {
+		return nil, &PathError{Path: p.pathString(), Message: messageDuplicate + `"` + dupKey + `"`}
+	}
+	if unsorted {
+		slices.SortFunc(o, compareMembers)
+	}
+	return o, nil
 }
 
 func (p *parser) array() (any, error) {
@@ -279,7 +412,7 @@ func (p *parser) str() (string, error) {
 		switch c := p.data[i]; {
 		case c == '"':
 			p.pos = i + 1
-			return string(p.data[start+1 : i]), nil
+			return p.src[start+1 : i], nil
 		case c == '\\':
 			return p.strEscaped(start, i)
 		case c < 0x20:
@@ -426,11 +559,11 @@ func (p *parser) number() (any, error) {
 			return nil, p.syntaxError(start, reasonIntDigits)
 		}
 		p.pos = i
-		return Integer(tok), nil
+		return Integer(p.src[start:i]), nil
 	}
 	// Underflow rounds to zero or a subnormal without error, as in every
 	// mainstream JSON reader; only overflow to ±Inf is rejected.
-	f, err := strconv.ParseFloat(string(tok), 64)
+	f, err := strconv.ParseFloat(p.src[start:i], 64)
 	if err != nil || math.IsInf(f, 0) {
 		return nil, p.syntaxError(start, reasonRange)
 	}

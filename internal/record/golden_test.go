@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,11 +87,11 @@ func TestFileRecordWithoutMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := FileRecord(e, p, false, goldenStored)
-	if _, ok := doc["metadata"]; ok {
+	if _, ok := doc.Get("metadata"); ok {
 		t.Errorf("FileRecord(includeMetadata=false) has a metadata key")
 	}
 	with := FileRecord(e, p, true, goldenStored)
-	delete(with, "metadata")
+	with = slices.DeleteFunc(with, func(m jsonx.Member) bool { return m.Key == "metadata" })
 	if diff := cmp.Diff(with, doc); diff != "" {
 		t.Errorf("records differ beyond metadata (-with +without):\n%s", diff)
 	}
@@ -99,15 +100,15 @@ func TestFileRecordWithoutMetadata(t *testing.T) {
 func TestMetadataCustody(t *testing.T) {
 	e := intake.Build(goldenMessage(), nil, goldenReceived)
 	with := Metadata(e, goldenStored, true)
-	v, ok := with["custody"]
+	v, ok := with.Get("custody")
 	if !ok || v != nil {
 		t.Errorf("Metadata(withCustody) custody = %v, %v; want null", v, ok)
 	}
 	without := Metadata(e, goldenStored, false)
-	if _, ok := without["custody"]; ok {
+	if _, ok := without.Get("custody"); ok {
 		t.Errorf("Metadata(withCustody=false) has a custody key")
 	}
-	delete(with, "custody")
+	with = slices.DeleteFunc(with, func(m jsonx.Member) bool { return m.Key == "custody" })
 	if !bytes.Equal(jsonx.Marshal(with, jsonx.UTF8), jsonx.Marshal(without, jsonx.UTF8)) {
 		t.Errorf("documents differ beyond custody")
 	}
@@ -137,7 +138,7 @@ func TestGoldenPayloadEnvelopes(t *testing.T) {
 			}
 			wantInfo := map[string]any{"original_format": tt.format, "wrapped": true,
 				"sha256": sha256Hex(tt.data), "size_bytes": len(tt.data)}
-			if diff := cmp.Diff(wantInfo, p.Info); diff != "" {
+			if diff := cmp.Diff(wantInfo, asMap(p.Info)); diff != "" {
 				t.Errorf("payload_info mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -189,12 +190,13 @@ func TestNormalisePayload(t *testing.T) {
 				got.Err = err.Error()
 				got.Type = sink.Failed(err).ErrorType
 			} else {
-				got.Format = p.Info["original_format"].(string)
+				format, _ := p.Info.Get("original_format")
+				got.Format, _ = format.(string)
 				if tt.want.JSON != "" {
 					got.JSON = string(jsonx.Marshal(p.Value, jsonx.UTF8))
 				}
-				if wrapped := got.Format != "json"; p.Info["wrapped"] != wrapped {
-					t.Errorf("wrapped = %v, want %v", p.Info["wrapped"], wrapped)
+				if w, _ := p.Info.Get("wrapped"); w != (got.Format != "json") {
+					t.Errorf("wrapped = %v, want %v", w, got.Format != "json")
 				}
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -104,10 +105,10 @@ func TestMetadataTimestamps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &sink.Envelope{Subject: "s", Headers: tt.header, Timestamp: tt.js, ReceivedAt: received, Pending: -1}
 			doc := Metadata(e, stored.Add(999), false)
-			if diff := cmp.Diff(tt.timestamps, doc["timestamps"]); diff != "" {
+			if diff := cmp.Diff(tt.timestamps, member(t, doc, "timestamps")); diff != "" {
 				t.Errorf("timestamps mismatch (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.freshness, doc["freshness"]); diff != "" {
+			if diff := cmp.Diff(tt.freshness, member(t, doc, "freshness")); diff != "" {
 				t.Errorf("freshness mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -121,19 +122,19 @@ func TestMetadataJetStreamUnknown(t *testing.T) {
 		"redelivered": nil, "pending": nil, "timestamp": nil, "timestamp_epoch_ns": nil,
 	}
 	doc := Metadata(e, time.Unix(0, 0), false)
-	if diff := cmp.Diff(want, doc["jetstream"]); diff != "" {
+	if diff := cmp.Diff(want, member(t, doc, "jetstream")); diff != "" {
 		t.Errorf("jetstream mismatch (-want +got):\n%s", diff)
 	}
 	for _, k := range []string{"reply", "message_id", "mission_metadata", "security_labels"} {
-		if v, ok := doc[k]; !ok || v != nil {
+		if v, ok := doc.Get(k); !ok || v != nil {
 			t.Errorf("%s = %v, %v; want null", k, v, ok)
 		}
 	}
-	if diff := cmp.Diff(map[string]string{}, doc["headers"]); diff != "" {
+	if diff := cmp.Diff(map[string]string{}, member(t, doc, "headers")); diff != "" {
 		t.Errorf("headers of an envelope without headers (-want +got):\n%s", diff)
 	}
 	mm := map[string]any{"priority": nil, "classification": nil, "labels": []string{}}
-	if diff := cmp.Diff(mm, doc["message_metadata"]); diff != "" {
+	if diff := cmp.Diff(mm, member(t, doc, "message_metadata")); diff != "" {
 		t.Errorf("message_metadata mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -145,7 +146,7 @@ func TestMetadataJetStreamKnown(t *testing.T) {
 		"stream": "S", "consumer": "C", "domain": "hub", "stream_sequence": uint64(5), "consumer_sequence": uint64(9),
 		"redelivered": true, "pending": int64(0), "timestamp": "2026-05-29T10:00:01+00:00", "timestamp_epoch_ns": int64(1780048801000000000),
 	}
-	if diff := cmp.Diff(want, Metadata(e, time.Unix(0, 0), false)["jetstream"]); diff != "" {
+	if diff := cmp.Diff(want, member(t, Metadata(e, time.Unix(0, 0), false), "jetstream")); diff != "" {
 		t.Errorf("jetstream mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -164,7 +165,7 @@ func TestReservedHeaders(t *testing.T) {
 		"Nats-Expected-Stream": "S",
 	}
 	want := map[string]any{
-		"reserved_headers": map[string]string{
+		"reserved_headers": map[string]any{
 			"Nats-Msg-Id":          "upper", // byte-wise smallest of the case variants
 			"nats-msg-id":          "lower", // own spelling: not an exact key yet
 			"NATS-MSG-ID":          "upper",
@@ -178,7 +179,7 @@ func TestReservedHeaders(t *testing.T) {
 		"reserved_headers_present": []string{"Accept-Encoding", "NATS-MSG-ID", "Nats-Expected-Stream", "Nats-Msg-Id",
 			"Nats-Msg-Size", "Nats-Sinks-Labels", "nats-custom", "nats-msg-id", "traceparent"},
 	}
-	if diff := cmp.Diff(want, reserved(h)); diff != "" {
+	if diff := cmp.Diff(want, asMap(reserved(h))); diff != "" {
 		t.Errorf("reserved mismatch (-want +got):\n%s", diff)
 	}
 }
@@ -191,18 +192,18 @@ func TestPayloadObject(t *testing.T) {
 	}{
 		{"plain", sink.Envelope{Data: []byte("abc"), Payload: sink.PayloadPresence{Present: true, OriginalSize: 3}},
 			map[string]any{"present": true, "omitted": false, "omitted_reason": nil, "original_size_bytes": int64(3),
-				"delivered_size_bytes": 3, "nats_msg_size_header": nil, "nats_msg_size_header_malformed": false}},
+				"delivered_size_bytes": int64(3), "nats_msg_size_header": nil, "nats_msg_size_header_malformed": false}},
 		{"malformed size header (Q7)", sink.Envelope{Data: []byte("abc"), Payload: sink.PayloadPresence{Present: true, OriginalSize: -1,
 			SizeHeader: "x", HasSizeHeader: true, SizeHeaderMalformed: true}},
 			map[string]any{"present": true, "omitted": false, "omitted_reason": nil, "original_size_bytes": nil,
-				"delivered_size_bytes": 3, "nats_msg_size_header": "x", "nats_msg_size_header_malformed": true}},
+				"delivered_size_bytes": int64(3), "nats_msg_size_header": "x", "nats_msg_size_header_malformed": true}},
 		{"headers-only", sink.Envelope{Payload: sink.PayloadPresence{Omitted: true, OmittedReason: "headers_only", OriginalSize: 2048,
 			SizeHeader: "2048", HasSizeHeader: true}},
 			map[string]any{"present": false, "omitted": true, "omitted_reason": "headers_only", "original_size_bytes": int64(2048),
-				"delivered_size_bytes": 0, "nats_msg_size_header": "2048", "nats_msg_size_header_malformed": false}},
+				"delivered_size_bytes": int64(0), "nats_msg_size_header": "2048", "nats_msg_size_header_malformed": false}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, PayloadObject(&tt.e)); diff != "" {
+			if diff := cmp.Diff(tt.want, asMap(PayloadObject(&tt.e))); diff != "" {
 				t.Errorf("PayloadObject mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -216,4 +217,50 @@ func TestJoinLabels(t *testing.T) {
 	if got := JoinLabels([]string{"a", "b"}, ","); got != "a,b" {
 		t.Errorf("JoinLabels = %v, want a,b", got)
 	}
+}
+
+// member returns o's member key, with every Object in it turned into a map
+// so that expectations can be written as map literals; key order is checked
+// separately by TestBuiltObjectsAreSorted.
+func member(t *testing.T, o jsonx.Object, key string) any {
+	t.Helper()
+	v, ok := o.Get(key)
+	if !ok {
+		t.Fatalf("document has no %q member", key)
+	}
+	return asMap(v)
+}
+
+// asMap returns v with every jsonx.Object replaced by a map[string]any and
+// every pointer (which builders use to avoid boxing) by its value.
+func asMap(v any) any {
+	switch x := v.(type) {
+	case *string:
+		return *x
+	case *int64:
+		return *x
+	case *uint64:
+		return *x
+	case *float64:
+		return *x
+	case jsonx.Object:
+		m := make(map[string]any, len(x))
+		for _, mem := range x {
+			m[mem.Key] = asMap(mem.Value)
+		}
+		return m
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = asMap(item)
+		}
+		return out
+	}
+	return v
+}
+
+// reserved is the "nats" object of h.
+func reserved(h sink.Headers) jsonx.Object {
+	var o [2]jsonx.Member
+	return fillReserved(&o, h)
 }

@@ -23,11 +23,12 @@ const (
 )
 
 // Payload is a normalised payload: Value is the JSON value to store (a jsonx
-// tree) and Info the payload_info object ({"original_format", "wrapped",
-// "sha256", "size_bytes"}).
+// tree whose objects are jsonx.Object in key order, as jsonx.ParseSorted
+// returns them) and Info the payload_info object ({"original_format",
+// "sha256", "size_bytes", "wrapped"}).
 type Payload struct {
 	Value any
-	Info  map[string]any
+	Info  jsonx.Object
 }
 
 // Original formats recorded in payload_info.
@@ -56,7 +57,7 @@ func NormalisePayload(e *sink.Envelope, mode PayloadMode) (Payload, error) {
 		if !utf8.Valid(data) {
 			return wrapBytes(data, digest), nil
 		}
-		if v, err := jsonx.Parse(data); err == nil {
+		if v, err := jsonx.ParseSorted(data); err == nil {
 			return Payload{Value: v, Info: info(FormatJSON, false, digest, len(data))}, nil
 		}
 		return wrapText(data, digest), nil
@@ -64,7 +65,7 @@ func NormalisePayload(e *sink.Envelope, mode PayloadMode) (Payload, error) {
 		if !utf8.Valid(data) {
 			return Payload{}, notUTF8(e.Subject)
 		}
-		v, err := jsonx.Parse(data)
+		v, err := jsonx.ParseSorted(data)
 		if err != nil {
 			// The parser's message would locate the problem in the
 			// payload, but errors must not describe payload bytes.
@@ -89,12 +90,12 @@ func notUTF8(subject string) error {
 		errors.New("message payload for subject '"+subject+"' is not valid UTF-8"))
 }
 
-func info(format string, wrapped bool, digest string, size int) map[string]any {
-	return map[string]any{
-		"original_format": format,
-		"wrapped":         wrapped,
-		"sha256":          digest,
-		"size_bytes":      size,
+func info(format string, wrapped bool, digest string, size int) jsonx.Object {
+	return jsonx.Object{
+		{Key: "original_format", Value: format},
+		{Key: "sha256", Value: digest},
+		{Key: "size_bytes", Value: size},
+		{Key: "wrapped", Value: wrapped},
 	}
 }
 
@@ -113,15 +114,15 @@ func wrapBytes(data []byte, digest string) Payload {
 }
 
 // envelope is the payload envelope of data-shapes §4.
-func envelope(encoding, format, digest string, size int, payload string) map[string]any {
-	return map[string]any{
-		"_nats_sinks": map[string]any{
-			"payload_encoding":         encoding,
-			"payload_envelope_version": 1,
-			"payload_format":           format,
-			"sha256":                   digest,
-			"size_bytes":               size,
-		},
-		"payload": payload,
+func envelope(encoding, format, digest string, size int, payload string) jsonx.Object {
+	return jsonx.Object{
+		{Key: "_nats_sinks", Value: jsonx.Object{
+			{Key: "payload_encoding", Value: encoding},
+			{Key: "payload_envelope_version", Value: 1},
+			{Key: "payload_format", Value: format},
+			{Key: "sha256", Value: digest},
+			{Key: "size_bytes", Value: size},
+		}},
+		{Key: "payload", Value: payload},
 	}
 }

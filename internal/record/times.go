@@ -3,6 +3,7 @@ package record
 import (
 	"math"
 	"math/big"
+	"math/bits"
 	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
@@ -128,7 +129,8 @@ const exact = 1 << 53
 // correctly rounded float64 of the exact ratio, as Python's int / int is
 // (data-shapes §3). When |d| ≤ 2^53 both operands of float64(d)/1e9 are
 // exact and IEEE division rounds correctly, so the fast path is exact; beyond
-// that the conversion of d itself rounds and big.Rat is needed.
+// that the conversion of d itself rounds, so largeSeconds divides in
+// integers, and big.Rat handles times whose nanoseconds overflow int64.
 func AgeSeconds(later, earlier time.Time) float64 {
 	l, lb := epochNS(later)
 	e, eb := epochNS(earlier)
@@ -136,11 +138,37 @@ func AgeSeconds(later, earlier time.Time) float64 {
 		d := l - e
 		// Overflow is impossible to miss: it flips the sign relative to the
 		// operands' order.
-		if (d >= 0) == (l >= e) && d >= -exact && d <= exact {
-			return nonNegative(float64(d) / 1e9)
+		if (d >= 0) == (l >= e) {
+			switch {
+			case d >= -exact && d <= exact:
+				return nonNegative(float64(d) / 1e9)
+			case d < 0:
+				return 0
+			}
+			// More than 104 days: an old message replayed, or a stored
+			// time far from a fixed JetStream timestamp.
+			return largeSeconds(d)
 		}
 	}
 	return nonNegative(ratioSeconds(bigNS(l, lb), bigNS(e, eb)))
+}
+
+// largeSeconds is the correctly rounded float64 of d / 1e9 for
+// 2^53 < d < 2^63, in integer arithmetic (big.Rat costs microseconds and
+// allocations). With d = q·1e9 + r, the quotient scaled by 2^k is
+// q<<k + (r<<k)/1e9, where k makes q<<k a 53-bit number, the width of a
+// float64 mantissa; the remainder rounds it to nearest. q ≥ 2^53/1e9 >
+// 2^23, so k ≤ 29 and r<<k < 2^59 cannot overflow; q < 2^34, so k ≥ 19.
+func largeSeconds(d int64) float64 {
+	q, r := uint64(d)/1e9, uint64(d)%1e9
+	k := 53 - bits.Len64(q)
+	n := q<<k + (r<<k)/1e9
+	// An exact tie would need d·2^(k+1) = odd·1e9, but 1e9 has only nine
+	// factors of two and k ≥ 19, so rounding up from half is never wrong.
+	if rem := (r << k) % 1e9; 2*rem >= 1e9 {
+		n++
+	}
+	return math.Ldexp(float64(n), -k)
 }
 
 func bigNS(n int64, b *big.Int) *big.Int {

@@ -152,7 +152,7 @@ func TestAgeSeconds(t *testing.T) {
 		}
 	}
 	if naiveDiffers == 0 {
-		t.Errorf("float64(d)/1e9 matched exact rounding for every d > 2^53; the test does not exercise the big.Rat path")
+		t.Errorf("float64(d)/1e9 matched exact rounding for every d > 2^53; the test does not exercise the exact path")
 	}
 }
 
@@ -262,3 +262,13 @@ func TestJetStreamTimeVectors(t *testing.T) {
 }
 
 func bigInt(s string) any { return jsonx.Integer(s) }
+
+// TestLargeSecondsBounds checks largeSeconds at the ends of its range, where
+// the scale k is largest (q just above 2^23) and smallest (q near 2^33).
+func TestLargeSecondsBounds(t *testing.T) {
+	for _, d := range []int64{exact + 1, exact + 999999999, 1<<62 + 1, math.MaxInt64, math.MaxInt64 - 5e8} {
+		if got, want := largeSeconds(d), exactSeconds(d); got != want {
+			t.Errorf("largeSeconds(%d) = %v, want %v", d, got, want)
+		}
+	}
+}
