@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -80,6 +81,7 @@ func runBench(env *Env, args []string) int {
 	fs.BoolVar(&o.encrypt, "encrypt", false, "encrypt all subjects with a random key")
 	fs.StringVar(&o.format, "format", "text", "text or json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server included when embedded) to FILE")
 	pos, code := parseFlags(env, fs, args)
 	if code >= 0 {
 		return code
@@ -116,6 +118,19 @@ func runBench(env *Env, args []string) int {
 	}
 	ctx, stop := env.Signals(context.Background())
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+			return exitRuntime
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+			return exitRuntime
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rows, header, err := o.run(ctx, env)
 	if err != nil {
 		if isConfigError(err) {
@@ -273,20 +288,33 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 }
 
 // publish sends o.messages messages with async publish and waits for every
-// PubAck.
+// PubAck. It waits for the outstanding PubAcks every 2,000 messages: the
+// client refuses to hold more than 4,000 (and a slow disk makes the server
+// fall that far behind).
 func (o *benchOptions) publish(ctx context.Context, t *benchTarget) (benchRow, error) {
 	start := time.Now()
+	wait := func() error {
+		select {
+		case <-t.js.PublishAsyncComplete():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Minute):
+			return errors.New("publish: PubAcks did not arrive within 5 minutes")
+		}
+	}
 	for i := 0; i < o.messages; i++ {
+		if i > 0 && i%2000 == 0 {
+			if err := wait(); err != nil {
+				return benchRow{}, err
+			}
+		}
 		if _, err := t.js.PublishAsync(t.subject+".m", benchPayload(i, o.payloadBytes)); err != nil {
 			return benchRow{}, fmt.Errorf("publish: %w", err)
 		}
 	}
-	select {
-	case <-t.js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return benchRow{}, ctx.Err()
-	case <-time.After(5 * time.Minute):
-		return benchRow{}, errors.New("publish: PubAcks did not arrive within 5 minutes")
+	if err := wait(); err != nil {
+		return benchRow{}, err
 	}
 	return benchRow{"publish", o.messages, time.Since(start).Seconds()}, nil
 }

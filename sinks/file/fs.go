@@ -152,7 +152,7 @@ func removeStaleTemps(root string, maxAge time.Duration, now time.Time) error {
 func classify(err error) error {
 	switch {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS),
-		errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP),
+		errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EISDIR), errors.Is(err, unix.ELOOP),
 		errors.Is(err, unix.ENAMETOOLONG), // only a too long extension can cause it
 		errors.Is(err, errEscapes), errors.Is(err, errNotRegular):
 		return sink.AsDestination(err)

@@ -618,3 +618,28 @@ func TestDirectorySyncFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestTargetIsNotAFile: a directory where a record belongs is a destination
+// problem under every policy — never a Duplicate (which would ACK a message
+// that was not stored) and never a Permanent (which would dead-letter it).
+func TestTargetIsNotAFile(t *testing.T) {
+	for _, policy := range []string{"skip_existing", "fail", "overwrite"} {
+		t.Run(policy, func(t *testing.T) {
+			c := config(t)
+			c.DuplicatePolicy = policy
+			s := open(t, c)
+			target := filepath.Join(c.Directory, "orders.created", "ORDERS-00000000000000000001.json")
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res := s.WriteBatch(t.Context(), []*sink.Envelope{env("orders.created", 1, "", `{"n":1}`)})
+			if got := res[0].Outcome; got != sink.Destination {
+				t.Errorf("outcome = %v (%v), want destination", got, res[0].Err)
+			}
+			if st, err := os.Stat(target); err != nil || !st.IsDir() {
+				t.Errorf("the directory at the target was replaced: %v", err)
+			}
+			assertNoTemps(t, c.Directory)
+		})
+	}
+}
