@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -163,9 +164,6 @@ func (o *benchOptions) check() error {
 			return fmt.Errorf("--sink with --config must be null or the configuration's sink type %q (got %q)", o.cfg.Sink.Type, s)
 		case o.cfg == nil && s != "null" && s != "file" && s != "sqlite":
 			return fmt.Errorf("--sink must be null, file or sqlite (got %q)", s)
-		}
-		if s == "sqlite" {
-			return errors.New("--sink sqlite: the sqlite sink is not built yet")
 		}
 	}
 	return nil
@@ -447,12 +445,17 @@ func (nullSink) Stop(context.Context) error { return nil }
 func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, sinkType string, i int, limit time.Duration) (benchRow, error) {
 	consumer := fmt.Sprintf("bench-pipeline-%d-%s", i, sinkType)
 	sinkJSON := `{"type": "file", "directory": "unused"}`
-	if sinkType == "file" && o.cfg == nil {
-		dir, err := os.MkdirTemp(t.tmp, "file-sink-")
+	if o.cfg == nil && sinkType != "null" {
+		dir, err := os.MkdirTemp(t.tmp, sinkType+"-sink-")
 		if err != nil {
 			return benchRow{}, err
 		}
-		sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
+		switch sinkType {
+		case "file":
+			sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
+		case "sqlite":
+			sinkJSON = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
+		}
 	}
 	doc := fmt.Sprintf(`{
   "nats": {"url": "nats://127.0.0.1:4222", "stream": %q, "consumer": %q, "subject": %q},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -31,6 +32,7 @@ type demoSample struct {
 	msgID         string
 	headers       map[string]string
 	wantFile      string
+	wantSQLite    string
 	wantAudit     string
 }
 
@@ -39,15 +41,15 @@ func demoSamples() []demoSample {
 	return []demoSample{
 		{kind: "json", subject: "demo.orders.created", body: []byte(`{"order_id":"O-1001","amount":42.5}`), msgID: "demo-json-1",
 			headers:  map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "Nats-Sinks-Priority": "high"},
-			wantFile: "written (json)", wantAudit: "-"},
-		{kind: "text", subject: "demo.notes", body: []byte("hello from nats-sink"), msgID: "demo-text-1", wantFile: "written (text)", wantAudit: "-"},
-		{kind: "binary", subject: "demo.blobs", body: binary, msgID: "demo-binary-1", wantFile: "written (bytes)", wantAudit: "-"},
-		{kind: "empty", subject: "demo.heartbeat", body: nil, msgID: "demo-empty-1", wantFile: "written (text, 0 B)", wantAudit: "-"},
+			wantFile: "written (json)", wantSQLite: "row", wantAudit: "-"},
+		{kind: "text", subject: "demo.notes", body: []byte("hello from nats-sink"), msgID: "demo-text-1", wantFile: "written (text)", wantSQLite: "row", wantAudit: "-"},
+		{kind: "binary", subject: "demo.blobs", body: binary, msgID: "demo-binary-1", wantFile: "written (bytes)", wantSQLite: "row", wantAudit: "-"},
+		{kind: "empty", subject: "demo.heartbeat", body: nil, msgID: "demo-empty-1", wantFile: "written (text, 0 B)", wantSQLite: "row", wantAudit: "-"},
 		{kind: "headers-only", subject: "demo.audit.login", body: []byte(`{"user":"alice"}`), msgID: "demo-audit-1",
-			wantFile: "written (json)", wantAudit: "written (omitted, 16 B)"},
-		{kind: "poison", subject: "demo.orders.poison", body: []byte(`{"order_id":"O-1002"}`), wantFile: "DLQ PermanentSinkError", wantAudit: "-"},
+			wantFile: "written (json)", wantSQLite: "row", wantAudit: "written (omitted, 16 B)"},
+		{kind: "poison", subject: "demo.orders.poison", body: []byte(`{"order_id":"O-1002"}`), wantFile: "DLQ PermanentSinkError", wantSQLite: "DLQ ValidationError", wantAudit: "-"},
 		{kind: "encrypted", subject: "demo.secure.report", body: []byte(`{"report":"classified"}`), msgID: "demo-secure-1",
-			wantFile: "written (aes-256-gcm)", wantAudit: "-"},
+			wantFile: "written (aes-256-gcm)", wantSQLite: "row (aes-256-gcm)", wantAudit: "-"},
 	}
 }
 
@@ -99,16 +101,24 @@ type demo struct {
 
 // demoPipeline is one of the tour's pipelines.
 type demoPipeline struct {
-	name, consumer, filter, outDir string
-	headersOnly                    bool
+	name, consumer, filter string
+	sink                   string // the sink object, JSON
+	headersOnly            bool
 }
 
 func (d *demo) pipelines() []demoPipeline {
+	q := func(s string) string { return string(jsonx.Marshal(s, jsonx.UTF8)) }
 	return []demoPipeline{
-		{name: "file", consumer: "demo-file", filter: "demo.>", outDir: filepath.Join(d.dir, "files")},
-		{name: "audit", consumer: "demo-audit", filter: "demo.audit.>", outDir: filepath.Join(d.dir, "audit"), headersOnly: true},
+		{name: "file", consumer: "demo-file", filter: "demo.>",
+			sink: `{"type": "file", "directory": ` + q(filepath.Join(d.dir, "files")) + `, "filename_strategy": "message_id"}`},
+		{name: "sqlite", consumer: "demo-sqlite", filter: "demo.>",
+			sink: `{"type": "sqlite", "path": ` + q(d.dbPath()) + `, "table": "events", "idempotency": {"strategy": "message_id"}}`},
+		{name: "audit", consumer: "demo-audit", filter: "demo.audit.>", headersOnly: true,
+			sink: `{"type": "file", "directory": ` + q(filepath.Join(d.dir, "audit")) + `, "filename_strategy": "message_id"}`},
 	}
 }
+
+func (d *demo) dbPath() string { return filepath.Join(d.dir, "demo.db") }
 
 func (d *demo) run(ctx context.Context, keepRunning bool) int {
 	start := time.Now()
@@ -230,8 +240,8 @@ func (d *demo) start(ctx context.Context, dp demoPipeline, getenv func(string) (
   "delivery": {"batch_size": 100, "batch_timeout_ms": 200, "max_in_flight_batches": 2, "retry_backoff_ms": 200},
   "dead_letter": {"enabled": true, "subject": "dlq.demo"},
   "encryption": {"rules": [{"subject": "demo.secure.>", "key_id": "demo", "key_b64_env": %q}]},
-  "sink": {"type": "file", "directory": %q, "filename_strategy": "message_id"}
-}`, d.url, dp.consumer, dp.filter, headersOnly, demoKeyEnv, dp.outDir)
+  "sink": %s
+}`, d.url, dp.consumer, dp.filter, headersOnly, demoKeyEnv, dp.sink)
 	cfg, err := config.Parse([]byte(doc), "demo-"+dp.name+".json", builtin.Registry(), config.Env(getenv))
 	if err != nil {
 		return nil, err
@@ -287,7 +297,7 @@ func (d *demo) settle(ctx context.Context) error {
 
 // demoResult is what the tour observed.
 type demoResult struct {
-	file, audit []string // per sample, in demoSamples order
+	file, sqlite, audit []string // per sample, in demoSamples order
 	written     int
 	dead        int
 	acked       int
@@ -301,9 +311,27 @@ func (d *demo) observe(ctx context.Context) (*demoResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	rows, err := d.sqliteRows(ctx)
+	if err != nil {
+		return nil, err
+	}
 	res := &demoResult{dead: len(dead)}
 	for _, s := range demoSamples() {
 		fileGot := d.outcome(filepath.Join(d.dir, "files", s.subject), dead["demo-file/"+s.subject], false)
+		sqliteGot := "missing"
+		switch {
+		case dead["demo-sqlite/"+s.subject] != "":
+			sqliteGot = "DLQ " + dead["demo-sqlite/"+s.subject]
+		case rows[s.subject] != "":
+			sqliteGot = rows[s.subject]
+		}
+		res.sqlite = append(res.sqlite, sqliteGot)
+		if strings.HasPrefix(sqliteGot, "row") {
+			res.written++
+		}
+		if sqliteGot != s.wantSQLite {
+			res.mismatches = append(res.mismatches, fmt.Sprintf("%s (%s) sqlite pipeline: got %q, want %q", s.kind, s.subject, sqliteGot, s.wantSQLite))
+		}
 		auditGot := "-"
 		if strings.HasPrefix(s.subject, "demo.audit.") {
 			auditGot = d.outcome(filepath.Join(d.dir, "audit", s.subject), dead["demo-audit/"+s.subject], true)
@@ -334,6 +362,38 @@ func (d *demo) observe(ctx context.Context) (*demoResult, error) {
 		res.acked += int(info.AckFloor.Consumer)
 	}
 	return res, nil
+}
+
+// sqliteRows describes the demo database's rows per subject: "row", or
+// "row (<algorithm>)" when the stored payload is an encryption envelope.
+func (d *demo) sqliteRows(ctx context.Context) (map[string]string, error) {
+	db, err := sql.Open("sqlite", "file:"+d.dbPath()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rs, err := db.QueryContext(ctx, `select "subject", "payload_json" from "events"`)
+	if err != nil {
+		return nil, fmt.Errorf("read the demo database: %w", err)
+	}
+	defer rs.Close()
+	out := map[string]string{}
+	for rs.Next() {
+		var subject string
+		var payload sql.NullString
+		if err := rs.Scan(&subject, &payload); err != nil {
+			return nil, err
+		}
+		out[subject] = "row"
+		if doc, err := jsonx.Parse([]byte(payload.String)); err == nil {
+			if m, ok := doc.(map[string]any); ok {
+				if enc, ok := m["_nats_sinks_encryption"].(map[string]any); ok {
+					out[subject] = fmt.Sprintf("row (%v)", enc["algorithm"])
+				}
+			}
+		}
+	}
+	return out, rs.Err()
 }
 
 // deadLetters returns the DLQ error type per "<consumer>/<original subject>".
@@ -406,8 +466,8 @@ func (d *demo) print(res *demoResult) {
 	if d.format == "json" {
 		var rows []any
 		for i, s := range samples {
-			rows = append(rows, map[string]any{"kind": s.kind, "subject": s.subject, "file": res.file[i], "audit": res.audit[i],
-				"expected_file": s.wantFile, "expected_audit": s.wantAudit})
+			rows = append(rows, map[string]any{"kind": s.kind, "subject": s.subject, "file": res.file[i], "sqlite": res.sqlite[i],
+				"audit": res.audit[i], "expected_file": s.wantFile, "expected_sqlite": s.wantSQLite, "expected_audit": s.wantAudit})
 		}
 		doc := map[string]any{"nats_url": d.url, "dir": d.dir, "samples": rows, "published": len(samples),
 			"written": res.written, "dead_lettered": res.dead, "acked": res.acked,
@@ -417,9 +477,9 @@ func (d *demo) print(res *demoResult) {
 	}
 	w := d.env.Stdout
 	fmt.Fprintf(w, "nats-sink demo — embedded NATS at %s, files in %s\n\n", d.url, d.dir)
-	fmt.Fprintf(w, "%-13s %-20s %-23s %s\n", "KIND", "SUBJECT", "FILE", "AUDIT (headers-only)")
+	fmt.Fprintf(w, "%-13s %-20s %-23s %-23s %s\n", "KIND", "SUBJECT", "FILE", "SQLITE", "AUDIT (headers-only)")
 	for i, s := range samples {
-		fmt.Fprintf(w, "%-13s %-20s %-23s %s\n", s.kind, s.subject, res.file[i], res.audit[i])
+		fmt.Fprintf(w, "%-13s %-20s %-23s %-23s %s\n", s.kind, s.subject, res.file[i], res.sqlite[i], res.audit[i])
 	}
 	fmt.Fprintf(w, "\npublished %d · written %d · dead-lettered %d · acked %d · elapsed %.2f s\n",
 		len(samples), res.written, res.dead, res.acked, res.elapsed.Seconds())

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-sinks/nats-sink/runner"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
 // startError is a start-up failure with its exit class: configuration
@@ -193,14 +194,20 @@ func consumerSpec(cfg *config.Config) runner.ConsumerSpec {
 }
 
 // openSink opens the configured sink, passing runtime settings the sink
-// needs from other sections.
-func openSink(ctx context.Context, cfg *config.Config) (sink.Sink, error) {
-	op := cfg.Sink.Opener
-	if fc, ok := op.(file.Config); ok {
+// needs from other sections. m may be nil (test-sink).
+func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics) (sink.Sink, error) {
+	var op sink.Opener
+	switch c := cfg.Sink.Opener.(type) {
+	case file.Config:
 		// Stale temp files are only removed when older than twice the drain
 		// bound, so another live process's temp file is never touched.
-		fc.TempMaxAge = 2 * ms(max(cfg.Delivery.ShutdownTimeoutMS, 1000))
-		op = fc
+		c.TempMaxAge = 2 * ms(max(cfg.Delivery.ShutdownTimeoutMS, 1000))
+		op = c
+	case sqlite.Config:
+		c.Metrics = m
+		op = c
+	default:
+		op = c
 	}
 	return op.Open(ctx)
 }
@@ -253,7 +260,7 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 	// Step 5: the sink.
 	if o.sink != nil {
 		p.sink = o.sink
-	} else if p.sink, err = openSink(ctx, cfg); err != nil {
+	} else if p.sink, err = openSink(ctx, cfg, p.metrics); err != nil {
 		return nil, classify(fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err))
 	}
 

@@ -38,7 +38,7 @@ func runTestSink(env *Env, args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := openSink(ctx, cfg)
+	s, err := openSink(ctx, cfg, nil)
 	if err != nil {
 		return sinkOpenFailure(env, err, "Sink test failed")
 	}

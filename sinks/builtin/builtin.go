@@ -6,20 +6,23 @@ package builtin
 import (
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
 // Registry returns a registry holding every built-in sink type.
 func Registry() *sink.Registry {
 	r := sink.NewRegistry()
 	r.Register("file", file.Decode)
+	r.Register("sqlite", sqlite.Decode)
 	return r
 }
 
 // Prototypes returns, per built-in sink type, a pointer to its default
 // configuration; the JSON Schema generator reads the struct tags.
 func Prototypes() map[string]any {
-	fileDefault := file.Default()
+	fileDefault, sqliteDefault := file.Default(), sqlite.Default()
 	return map[string]any{
-		"file": &fileDefault,
+		"file":   &fileDefault,
+		"sqlite": &sqliteDefault,
 	}
 }
