@@ -106,7 +106,7 @@ func decodeStruct(tree any, v reflect.Value, path string, p *Problems) {
 	}
 	for _, pf := range info.presence {
 		_, present := m[pf.key]
-		v.Field(pf.index).SetBool(present)
+		v.FieldByIndex(pf.index).SetBool(present)
 	}
 	for _, f := range info.fields {
 		val, present := m[f.name]
@@ -120,7 +120,7 @@ func decodeStruct(tree any, v reflect.Value, path string, p *Problems) {
 		if f.external {
 			continue
 		}
-		decodeField(val, v.Field(f.index), f, fp, p)
+		decodeField(val, v.FieldByIndex(f.index), f, fp, p)
 	}
 }
 

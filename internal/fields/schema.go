@@ -30,7 +30,7 @@ func effectiveStruct(v reflect.Value) map[string]any {
 		if f.external {
 			continue
 		}
-		fv := v.Field(f.index)
+		fv := v.FieldByIndex(f.index)
 		ev := effectiveValue(fv)
 		if f.secret && ev != nil {
 			ev = Mask
@@ -105,7 +105,7 @@ func schemaStruct(t reflect.Type, def reflect.Value) map[string]any {
 		}
 		var fd reflect.Value
 		if def.IsValid() {
-			fd = def.Field(f.index)
+			fd = def.FieldByIndex(f.index)
 		}
 		s := schemaField(f, f.typ, fd)
 		if f.required {

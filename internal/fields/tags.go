@@ -44,6 +44,7 @@ package fields
 import (
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,8 +63,8 @@ type Validator interface {
 
 type field struct {
 	name     string
-	index    int // struct field index
-	pos      int // position among decoded keys (schema order)
+	index    []int // struct field index path (embedded structs are flattened)
+	pos      int   // position among decoded keys (schema order)
 	typ      reflect.Type
 	tag      reflect.StructTag
 	doc      string
@@ -96,7 +97,7 @@ type field struct {
 }
 
 type presenceField struct {
-	index int
+	index []int
 	key   string
 }
 
@@ -113,26 +114,43 @@ func (s *structFields) field(name string) *field { return s.byName[name] }
 // per process, and the package keeps no global state.
 func structInfo(t reflect.Type) *structFields {
 	s := &structFields{byName: map[string]*field{}}
+	s.add(t, nil)
+	return s
+}
+
+// add appends the fields of t, whose value sits at index path prefix in the
+// outermost struct. An embedded struct without a json tag (or tagged
+// json:",inline") is flattened: its keys belong to the enclosing object, in
+// the position of the embedding field, so that a sink's Config can embed a
+// block of shared keys (sinks/sqlmodel) and keep schema order.
+func (s *structFields) add(t reflect.Type, prefix []int) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
+		index := append(slices.Clip(prefix), i)
+		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct && name == "" && (opts == "" || opts == "inline") {
+			s.add(sf.Type, index)
+			continue
+		}
 		if !sf.IsExported() {
 			continue
 		}
 		if key := sf.Tag.Get("presence"); key != "" {
-			s.presence = append(s.presence, presenceField{index: i, key: key})
+			s.presence = append(s.presence, presenceField{index: index, key: key})
 			continue
 		}
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
 		if name == "" || name == "-" {
 			continue
 		}
+		if _, dup := s.byName[name]; dup {
+			panic("fields: duplicate key " + strconv.Quote(name) + " in " + t.String())
+		}
 		f := parseField(sf)
-		f.index = i
+		f.index = index
 		f.pos = len(s.fields)
 		s.fields = append(s.fields, f)
 		s.byName[name] = f
 	}
-	return s
 }
 
 func parseField(sf reflect.StructField) *field {

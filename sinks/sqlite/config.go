@@ -1,0 +1,86 @@
+// Package sqlite is the embedded SQLite sink (spec sinks.md §6): rows of the
+// shared relational layout (data-shapes §9) written through one writer
+// connection, one BEGIN IMMEDIATE … COMMIT per batch, with a pure-Go driver
+// (modernc.org/sqlite, no cgo).
+//
+// Only durable settings are accepted: synchronous FULL or EXTRA, so that a
+// committed batch survives a power loss before its messages are
+// acknowledged.
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+)
+
+// Config is the sqlite sink's configuration (sinks.md §6 and the shared
+// keys of §2). Default returns it with every default; Decode fills it from a
+// "sink" object.
+type Config struct {
+	Type                string    `json:"type" trim:"true" lower:"true" enum:"sqlite" doc:"Sink type."`
+	Path                string    `json:"path" nonblank:"true" doc:"Database file."`
+	CreateDirectory     bool      `json:"create_directory" doc:"Create the database file's parent directory when missing."`
+	JournalMode         string    `json:"journal_mode" enum:"wal,delete" doc:"SQLite journal mode."`
+	Synchronous         string    `json:"synchronous" enum:"full,extra" doc:"SQLite synchronous setting; only durable settings are accepted."`
+	BusyTimeoutMS       int       `json:"busy_timeout_ms" min:"0" max:"600000" doc:"How long a write waits for another process's lock, in milliseconds."`
+	Mode                string    `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (sinks.md §2)."`
+	UpsertUpdateColumns *[]string `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
+	AutoCreate          bool      `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
+	sqlmodel.Shared[sqlmodel.UpsertRoute]
+
+	// Metrics, when set (by the CLI), receives sqlite_commit_seconds and
+	// sqlite_duplicates_total. Nil means no sink metrics.
+	Metrics *telemetry.Metrics `json:"-"`
+}
+
+var _ fields.Validator = (*Config)(nil)
+
+// Default returns the configuration with every default of sinks.md §6.
+func Default() Config {
+	return Config{
+		Type:            "sqlite",
+		Path:            "nats-sinks.db",
+		CreateDirectory: true,
+		JournalMode:     "wal",
+		Synchronous:     "full",
+		BusyTimeoutMS:   5000,
+		Mode:            string(sqlmodel.Upsert),
+		AutoCreate:      true,
+		Shared:          sqlmodel.DefaultShared[sqlmodel.UpsertRoute](sqlmodel.SQLite),
+	}
+}
+
+// Decode validates one sqlite "sink" object without I/O and returns its
+// Config. Problems come back as one *sink.ConfigError with paths relative
+// to the sink object.
+func Decode(raw json.RawMessage) (sink.Opener, error) {
+	c := Default()
+	if err := fields.DecodeSink(raw, &c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) options() sqlmodel.Options {
+	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns, AutoCreate: c.AutoCreate}
+}
+
+// Validate checks the rules the struct tags cannot express (the shared
+// relational rules); fields.DecodeSink calls it after decoding.
+func (c *Config) Validate(p *fields.Problems) {
+	c.Shared.Validate(sqlmodel.SQLite, c.options(), p)
+}
+
+// Open starts the sink; it is New behind the sink.Opener interface.
+func (c Config) Open(ctx context.Context) (sink.Sink, error) {
+	s, err := New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

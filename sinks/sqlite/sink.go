@@ -1,0 +1,410 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+)
+
+var (
+	_ sink.Sink          = (*Sink)(nil)
+	_ sink.HealthChecker = (*Sink)(nil)
+)
+
+// Sink writes batches into one SQLite database file. WriteBatch calls are
+// serialised on one writer connection: SQLite has one writer at a time
+// anyway, and one connection keeps BEGIN IMMEDIATE, the prepared
+// statements and COMMIT on the same handle.
+type Sink struct {
+	cfg   Config
+	model *sqlmodel.Model
+	path  string // absolute database path
+	db    *sql.DB
+
+	mu    sync.Mutex // serialises every use of conn and stmts
+	conn  *sql.Conn
+	stmts map[*sqlmodel.Table]*sql.Stmt
+	// open is true while a transaction may be open on conn (a failed
+	// ROLLBACK leaves it so); the next Begin rolls it back first.
+	open bool
+
+	w        sqlmodel.Writer
+	commit   *telemetry.Histogram
+	dups     *telemetry.Counter
+	stopOnce sync.Once
+}
+
+// New opens (and creates) the database, applies the durability pragmas and,
+// with auto_create, creates the sink's tables. Build c from Default():
+// invalid values are reported as a *sink.ConfigError.
+func New(ctx context.Context, c Config) (*Sink, error) {
+	model, err := check(c)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(c.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite path %s: %w", c.Path, err)
+	}
+	if err := makeParent(abs, c.CreateDirectory); err != nil {
+		return nil, err
+	}
+	if err := writable(abs); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs, c))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
+	}
+	// One connection: SQLite allows one writer, and a second pooled
+	// connection would only wait on the first one's lock.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]*sql.Stmt{}}
+	if s.conn, err = db.Conn(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite database %s: %w", abs, classify(model.Mode, err))
+	}
+	if err := s.setup(ctx); err != nil {
+		s.conn.Close()
+		db.Close()
+		return nil, err
+	}
+	s.commit, _ = c.Metrics.NewHistogram("sqlite_commit_seconds", "Time spent in SQLite COMMIT.", nil)
+	s.dups, _ = c.Metrics.NewCounter("sqlite_duplicates_total", "Rows SQLite found already present (insert_ignore, or upsert without update columns).")
+	s.w = sqlmodel.Writer{
+		Model:    model,
+		Begin:    s.begin,
+		Classify: func(err error) error { return classify(model.Mode, err) },
+		Observe: func(st sqlmodel.Stats) {
+			s.commit.Observe(st.Commit.Seconds())
+			s.dups.Add(st.Duplicates)
+		},
+	}
+	return s, nil
+}
+
+// check validates the values a library user may have set by hand (Decode
+// has already done this for configuration files) and compiles the model.
+func check(c Config) (*sqlmodel.Model, error) {
+	var probs []sink.Problem
+	add := func(path, msg string) { probs = append(probs, sink.Problem{Path: path, Message: msg}) }
+	if strings.TrimSpace(c.Path) == "" {
+		add("path", "must not be empty")
+	} else if strings.ContainsRune(c.Path, 0) {
+		add("path", "must not contain NUL")
+	}
+	if c.JournalMode != "wal" && c.JournalMode != "delete" {
+		add("journal_mode", fmt.Sprintf("must be one of wal, delete (got %q)", c.JournalMode))
+	}
+	if c.Synchronous != "full" && c.Synchronous != "extra" {
+		add("synchronous", fmt.Sprintf("must be one of full, extra (got %q)", c.Synchronous))
+	}
+	if c.BusyTimeoutMS < 0 || c.BusyTimeoutMS > 600000 {
+		add("busy_timeout_ms", fmt.Sprintf("must be between 0 and 600000 (got %d)", c.BusyTimeoutMS))
+	}
+	model, err := c.Shared.Compile(sqlmodel.SQLite, c.options())
+	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
+		probs = append(probs, ce.Problems...)
+	}
+	if probs != nil {
+		return nil, &sink.ConfigError{Problems: probs}
+	}
+	return model, nil
+}
+
+// dsn builds the modernc DSN. The path is a "file:" URI, so the characters
+// URI syntax gives meaning to are percent-encoded; the pragmas come from
+// validated enums and an integer, never from free text.
+func dsn(abs string, c Config) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)&_pragma=synchronous(%s)",
+		r.Replace(abs), c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous))
+}
+
+// makeParent creates the database's parent directory when allowed.
+func makeParent(abs string, create bool) error {
+	dir := filepath.Dir(abs)
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return &sink.ConfigError{Problems: []sink.Problem{{Path: "path", Message: fmt.Sprintf("parent %s exists and is not a directory", dir)}}}
+	case err == nil:
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("sqlite path %s: %w", abs, err)
+	case !create:
+		return &sink.ConfigError{Problems: []sink.Problem{{Path: "path", Message: fmt.Sprintf("directory %s does not exist and create_directory is false", dir)}}}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("create sqlite directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writable reports a database file or directory the process cannot write
+// (read-only file system, permissions) as a Destination error. SQLite would
+// otherwise open such a file read-only without complaint, and BEGIN
+// IMMEDIATE succeeds on it too: only the first write would fail.
+func writable(abs string) error {
+	for _, p := range []string{abs, filepath.Dir(abs)} {
+		// The directory matters as much as the file: the journal and WAL
+		// files are created next to it.
+		if err := unix.Access(p, unix.W_OK); err != nil && !errors.Is(err, unix.ENOENT) {
+			return sink.AsDestination(fmt.Errorf("sqlite %s is not writable: %w", p, err))
+		}
+	}
+	return nil
+}
+
+// setup verifies that the pragmas took effect and runs the DDL.
+func (s *Sink) setup(ctx context.Context) error {
+	// The pragmas run when the connection opens; SQLite silently keeps
+	// another journal mode when it cannot switch (e.g. WAL on some file
+	// systems), so the durable settings are read back, not assumed.
+	var jm string
+	var sync int
+	if err := s.conn.QueryRowContext(ctx, "pragma journal_mode").Scan(&jm); err != nil {
+		return fmt.Errorf("sqlite %s: read journal_mode: %w", s.path, classify(s.model.Mode, err))
+	}
+	if err := s.conn.QueryRowContext(ctx, "pragma synchronous").Scan(&sync); err != nil {
+		return fmt.Errorf("sqlite %s: read synchronous: %w", s.path, classify(s.model.Mode, err))
+	}
+	wantSync := map[string]int{"full": 2, "extra": 3}[s.cfg.Synchronous]
+	if !strings.EqualFold(jm, s.cfg.JournalMode) || sync != wantSync {
+		return fmt.Errorf("sqlite %s: journal_mode %s, synchronous %d in effect (want %s, %d)", s.path, jm, sync, s.cfg.JournalMode, wantSync)
+	}
+	if !s.cfg.AutoCreate {
+		return nil
+	}
+	for _, t := range s.model.Tables {
+		if _, err := s.conn.ExecContext(ctx, s.model.DDL(t)); err != nil {
+			return fmt.Errorf("sqlite %s: create table %s: %w", s.path, t.Name, classify(s.model.Mode, err))
+		}
+	}
+	return nil
+}
+
+// Type returns "sqlite".
+func (s *Sink) Type() string { return "sqlite" }
+
+// Path returns the absolute database path.
+func (s *Sink) Path() string { return s.path }
+
+// WriteBatch writes batch in one BEGIN IMMEDIATE … COMMIT transaction
+// (sinks.md §0, §2, §6). Calls are serialised.
+func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.WriteBatch(ctx, batch)
+}
+
+// begin starts BEGIN IMMEDIATE: the write lock is taken now, so a busy
+// database fails here (Temporary) rather than at the first insert.
+func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
+	if s.conn == nil {
+		return nil, errors.New("sqlite sink is stopped")
+	}
+	if s.open {
+		// A previous ROLLBACK failed: make sure no transaction is left.
+		_, _ = s.conn.ExecContext(context.WithoutCancel(ctx), "rollback")
+		s.open = false
+	}
+	if _, err := s.conn.ExecContext(ctx, "begin immediate"); err != nil {
+		return nil, err
+	}
+	s.open = true
+	return tx{s}, nil
+}
+
+type tx struct{ s *Sink }
+
+// Exec runs the table's prepared statement once per row. SQLite has no
+// network round trip, so per-row execution of one prepared statement costs
+// about as much as a multi-row VALUES list and tells which rows were
+// already present (0 rows changed).
+func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	st, err := t.s.stmt(ctx, g.Table)
+	if err != nil {
+		return 0, err
+	}
+	var affected int64
+	for _, r := range g.Rows {
+		res, err := st.ExecContext(ctx, r.Values[:]...)
+		if err != nil {
+			return 0, fmt.Errorf("stream seq %v: %w", r.Values[sqlmodel.StreamSequence], err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			r.Duplicate = true
+		}
+		affected += n
+	}
+	return affected, nil
+}
+
+// Commit commits without ctx: once the batch is written, an interrupted
+// COMMIT would only turn a likely success into an unknown outcome.
+func (t tx) Commit(ctx context.Context) error {
+	_, err := t.s.conn.ExecContext(context.WithoutCancel(ctx), "commit")
+	if err == nil {
+		t.s.open = false
+	}
+	return err
+}
+
+func (t tx) Rollback() error {
+	_, err := t.s.conn.ExecContext(context.Background(), "rollback")
+	if err == nil {
+		t.s.open = false
+	}
+	return err
+}
+
+// stmt returns the table's prepared statement, preparing it on first use.
+// Preparing lazily lets a missing table surface as a Destination result
+// rather than a start failure, and lets a table created later be used.
+func (s *Sink) stmt(ctx context.Context, t *sqlmodel.Table) (*sql.Stmt, error) {
+	if st, ok := s.stmts[t]; ok {
+		return st, nil
+	}
+	st, err := s.conn.PrepareContext(ctx, insertSQL(s.model, t))
+	if err != nil {
+		return nil, err
+	}
+	s.stmts[t] = st
+	return st, nil
+}
+
+// insertSQL is the statement for one row of t (sinks.md §5 shapes with ?
+// placeholders).
+func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table) string {
+	d := m.Dialect
+	var b strings.Builder
+	b.WriteString("insert into ")
+	b.WriteString(d.Quote(t.Name))
+	b.WriteString(" (")
+	b.WriteString(d.QuoteAll(m.AllColumns()))
+	b.WriteString(") values (")
+	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", int(sqlmodel.NumFields)), ", "))
+	b.WriteString(")")
+	switch m.Mode {
+	case sqlmodel.InsertIgnore:
+		b.WriteString(" on conflict do nothing")
+	case sqlmodel.Upsert:
+		b.WriteString(" on conflict (")
+		b.WriteString(d.QuoteAll(m.ColumnNames(t.Key)))
+		b.WriteString(")")
+		if len(t.Update) == 0 {
+			b.WriteString(" do nothing")
+			break
+		}
+		b.WriteString(" do update set ")
+		for i, f := range t.Update {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			c := d.Quote(m.Column(f))
+			b.WriteString(c + " = excluded." + c)
+		}
+	}
+	return b.String()
+}
+
+// classify maps a SQLite error to its class (sinks.md §6) by its extended
+// result code.
+func classify(mode sqlmodel.Mode, err error) error {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	code := se.Code()
+	switch code & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR:
+		return err
+	case sqlite3.SQLITE_CONSTRAINT:
+		if (code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || code == sqlite3.SQLITE_CONSTRAINT_UNIQUE) && mode == sqlmodel.InsertIgnore {
+			// Cannot come from the DO NOTHING clause itself; treated as a
+			// writer race, as the spec does for every database.
+			return err
+		}
+		return sink.AsPermanent(err)
+	case sqlite3.SQLITE_TOOBIG:
+		return sink.AsPermanent(err)
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+		return sink.AsDestination(err)
+	case sqlite3.SQLITE_ERROR:
+		msg := se.Error()
+		// The schema does not fit the configuration: every message fails
+		// the same way until an operator fixes it.
+		if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") ||
+			strings.Contains(msg, "has no column named") || strings.Contains(msg, "does not match any PRIMARY KEY or UNIQUE constraint") {
+			return sink.AsDestination(err)
+		}
+	}
+	return err
+}
+
+// Healthcheck proves the database is writable without writing: the file
+// and its directory are writable, BEGIN IMMEDIATE takes the write lock,
+// then ROLLBACK. It also prepares each table's statement, so a missing
+// table is reported here too.
+func (s *Sink) Healthcheck(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := writable(s.path); err != nil {
+		return fmt.Errorf("sqlite healthcheck: %w", err)
+	}
+	t, err := s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite healthcheck %s: %w", s.path, classify(s.model.Mode, err))
+	}
+	for _, tb := range s.model.Tables {
+		if _, err = s.stmt(ctx, tb); err != nil {
+			err = fmt.Errorf("sqlite healthcheck %s: table %s: %w", s.path, tb.Name, classify(s.model.Mode, err))
+			break
+		}
+	}
+	if rbErr := t.Rollback(); err == nil && rbErr != nil {
+		err = fmt.Errorf("sqlite healthcheck %s: %w", s.path, classify(s.model.Mode, rbErr))
+	}
+	return err
+}
+
+// Stop closes the statements and the database. The runner calls it once,
+// after the last WriteBatch; later calls do nothing.
+func (s *Sink) Stop(ctx context.Context) error {
+	var err error
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, st := range s.stmts {
+			st.Close()
+		}
+		s.stmts = nil
+		if s.conn != nil {
+			err = s.conn.Close()
+			s.conn = nil
+		}
+		err = errors.Join(err, s.db.Close())
+	})
+	return err
+}

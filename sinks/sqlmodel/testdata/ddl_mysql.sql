@@ -1,0 +1,20 @@
+create table if not exists `NATS_SINK_EVENTS` (
+    `STREAM_NAME` varchar(255) not null,
+    `STREAM_SEQUENCE` bigint not null,
+    `SUBJECT` text not null,
+    `MESSAGE_ID` varchar(512),
+    `PRIORITY` text,
+    `CLASSIFICATION` text,
+    `LABELS` text,
+    `RECEIVED_AT` timestamp(6) not null default current_timestamp(6),
+    `MESSAGE_CREATED_AT_EPOCH_NS` bigint,
+    `JETSTREAM_TIMESTAMP_EPOCH_NS` bigint,
+    `RECEIVED_AT_EPOCH_NS` bigint not null,
+    `STORED_AT_EPOCH_NS` bigint not null,
+    `PAYLOAD_JSON` json,
+    `HEADERS_JSON` json,
+    `METADATA_JSON` json,
+    `MISSION_METADATA_JSON` json,
+    `SECURITY_LABELS_JSON` json,
+    constraint `NATS_SINK_EVENTS_pk` primary key (`STREAM_NAME`, `STREAM_SEQUENCE`)
+)

@@ -1,0 +1,20 @@
+create table if not exists "nats_sink_events" (
+    "stream_name"                  varchar(255) not null,
+    "stream_sequence"              bigint not null,
+    "subject"                      text not null,
+    "message_id"                   varchar(512),
+    "priority"                     text,
+    "classification"               text,
+    "labels"                       text,
+    "received_at"                  timestamptz not null default now(),
+    "message_created_at_epoch_ns"  bigint,
+    "jetstream_timestamp_epoch_ns" bigint,
+    "received_at_epoch_ns"         bigint not null,
+    "stored_at_epoch_ns"           bigint not null,
+    "payload_json"                 jsonb,
+    "headers_json"                 jsonb,
+    "metadata_json"                jsonb,
+    "mission_metadata_json"        jsonb,
+    "security_labels_json"         jsonb,
+    constraint "nats_sink_events_pk" primary key ("stream_name", "stream_sequence")
+)

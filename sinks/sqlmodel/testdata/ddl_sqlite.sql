@@ -1,0 +1,20 @@
+create table if not exists "nats_sink_events" (
+    "stream_name"                  text not null,
+    "stream_sequence"              integer not null,
+    "subject"                      text not null,
+    "message_id"                   text,
+    "priority"                     text,
+    "classification"               text,
+    "labels"                       text,
+    "received_at"                  text not null default (strftime('%Y-%m-%dT%H:%M:%fZ','now')),
+    "message_created_at_epoch_ns"  integer,
+    "jetstream_timestamp_epoch_ns" integer,
+    "received_at_epoch_ns"         integer not null,
+    "stored_at_epoch_ns"           integer not null,
+    "payload_json"                 text,
+    "headers_json"                 text,
+    "metadata_json"                text,
+    "mission_metadata_json"        text,
+    "security_labels_json"         text,
+    constraint "nats_sink_events_pk" primary key ("stream_name", "stream_sequence")
+)
