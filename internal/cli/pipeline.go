@@ -19,6 +19,8 @@ import (
 	"github.com/nats-sinks/nats-sink/runner"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/sinks/mysql"
+	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
@@ -204,6 +206,12 @@ func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics) (si
 		c.TempMaxAge = 2 * ms(max(cfg.Delivery.ShutdownTimeoutMS, 1000))
 		op = c
 	case sqlite.Config:
+		c.Metrics = m
+		op = c
+	case postgres.Config:
+		c.Metrics = m
+		op = c
+	case mysql.Config:
 		c.Metrics = m
 		op = c
 	default:

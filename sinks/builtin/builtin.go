@@ -6,6 +6,8 @@ package builtin
 import (
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/sinks/mysql"
+	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
@@ -13,6 +15,8 @@ import (
 func Registry() *sink.Registry {
 	r := sink.NewRegistry()
 	r.Register("file", file.Decode)
+	r.Register("mysql", mysql.Decode)
+	r.Register("postgres", postgres.Decode)
 	r.Register("sqlite", sqlite.Decode)
 	return r
 }
@@ -20,9 +24,11 @@ func Registry() *sink.Registry {
 // Prototypes returns, per built-in sink type, a pointer to its default
 // configuration; the JSON Schema generator reads the struct tags.
 func Prototypes() map[string]any {
-	fileDefault, sqliteDefault := file.Default(), sqlite.Default()
+	fileDefault, mysqlDefault, postgresDefault, sqliteDefault := file.Default(), mysql.Default(), postgres.Default(), sqlite.Default()
 	return map[string]any{
-		"file":   &fileDefault,
-		"sqlite": &sqliteDefault,
+		"file":     &fileDefault,
+		"mysql":    &mysqlDefault,
+		"postgres": &postgresDefault,
+		"sqlite":   &sqliteDefault,
 	}
 }

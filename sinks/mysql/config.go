@@ -1,0 +1,217 @@
+// Package mysql is the MySQL/MariaDB sink (spec sinks.md §4): rows of the
+// shared relational layout (data-shapes §9) written with one multi-row
+// INSERT per table and batch, inside one transaction per WriteBatch, through
+// the pure-Go github.com/go-sql-driver/mysql driver.
+//
+// Redelivery is made harmless by the table's unique keys: insert_ignore
+// skips rows whose key exists, upsert rewrites them, and insert/append
+// dead-letter them (not recommended).
+package mysql
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+)
+
+// Config is the mysql sink's configuration (sinks.md §4 and the shared keys
+// of §2). Default returns it with every default; Decode fills it from a
+// "sink" object.
+type Config struct {
+	Type     string `json:"type" trim:"true" lower:"true" enum:"mysql" doc:"Sink type."`
+	Host     string `json:"host" trim:"true" nonblank:"true" nocontrol:"true" doc:"Server host name or address."`
+	Port     int    `json:"port" min:"1" max:"65535" doc:"Server TCP port."`
+	Database string `json:"database" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"Database (schema) holding the tables."`
+	User     string `json:"user" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"User name; requires exactly one of password, password_env, password_file."`
+	// Password, PasswordEnv and PasswordFile are the three sources of the
+	// password; exactly one must be set. The file source is the
+	// configuration-wide [ext] rule of config.md §3 (every *_env secret can
+	// come from a *_file instead).
+	Password     *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv  *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	// ConnectionTimeout is the dial and handshake timeout in seconds,
+	// rounded up to whole seconds (at least 1) as upstream's driver did.
+	ConnectionTimeout float64 `json:"connection_timeout" xmin:"0" doc:"Connection timeout in seconds (> 0, rounded up to whole seconds)."`
+	SSLCA             *string `json:"ssl_ca" nopad:"true" nocontrol:"true" doc:"CA certificate file (PEM) that verifies the server."`
+	SSLCert           *string `json:"ssl_cert" nopad:"true" nocontrol:"true" doc:"Client certificate file (PEM); requires ssl_key."`
+	SSLKey            *string `json:"ssl_key" nopad:"true" nocontrol:"true" doc:"Client private key file (PEM); requires ssl_cert."`
+	SSLVerifyIdentity bool    `json:"ssl_verify_identity" doc:"Check the server certificate's host name when ssl_ca is set."`
+	SSLDisabled       bool    `json:"ssl_disabled" doc:"Never use TLS; not allowed with any ssl_* file."`
+	Mode              string  `json:"mode" enum:"insert,insert_ignore,upsert,append" doc:"Write mode (sinks.md §2)."`
+	// UpsertUpdateColumns: nil = every non-key mapped column, [] = none.
+	UpsertUpdateColumns *[]string `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
+	PoolName            *string   `json:"pool_name" pattern:"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$" doc:"Sent as the connection attribute program_name."`
+	PoolSize            int       `json:"pool_size" min:"1" max:"32" doc:"Maximum open connections."`
+	AutoCreate          bool      `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
+	sqlmodel.Shared[sqlmodel.UpsertRoute]
+
+	// Metrics, when set (by the CLI), receives the mysql_* metrics of
+	// sinks.md §4. Nil means no sink metrics.
+	Metrics *telemetry.Metrics `json:"-"`
+
+	// lookupEnv resolves password_env; nil means os.LookupEnv (tests
+	// inject their own so they can run in parallel).
+	lookupEnv func(string) (string, bool)
+}
+
+var _ fields.Validator = (*Config)(nil)
+
+// Default returns the configuration with every default of sinks.md §4.
+func Default() Config {
+	return Config{
+		Type:              "mysql",
+		Host:              "127.0.0.1",
+		Port:              3306,
+		ConnectionTimeout: 10,
+		SSLVerifyIdentity: true,
+		Mode:              string(sqlmodel.Upsert),
+		PoolSize:          4,
+		Shared:            sqlmodel.DefaultShared[sqlmodel.UpsertRoute](sqlmodel.MySQL),
+	}
+}
+
+// Decode validates one mysql "sink" object without I/O and returns its
+// Config. Problems come back as one *sink.ConfigError with paths relative
+// to the sink object. Secrets named by password_env and password_file are
+// not read here (config.md §1.2).
+func Decode(raw json.RawMessage) (sink.Opener, error) {
+	c := Default()
+	if err := fields.DecodeSink(raw, &c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) options() sqlmodel.Options {
+	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns, AutoCreate: c.AutoCreate}
+}
+
+// Validate checks the rules the struct tags cannot express: the password
+// sources, the TLS file pairs, and the shared relational rules.
+// fields.DecodeSink calls it after decoding.
+func (c *Config) Validate(p *fields.Problems) {
+	c.validateOwn(p)
+	c.Shared.Validate(sqlmodel.MySQL, c.options(), p)
+}
+
+// validateOwn checks the connection keys' cross-field rules.
+func (c *Config) validateOwn(p *fields.Problems) {
+	switch n := countSet(c.Password != nil, c.PasswordEnv != nil, c.PasswordFile != nil); {
+	case n == 0:
+		p.Add("user", "requires one of password, password_env, password_file")
+	case n > 1:
+		p.Add("password", "set only one of password, password_env, password_file")
+	}
+	if (c.SSLCert == nil) != (c.SSLKey == nil) {
+		if c.SSLCert == nil {
+			p.Add("ssl_key", "requires ssl_cert")
+		} else {
+			p.Add("ssl_cert", "requires ssl_key")
+		}
+	}
+	if c.SSLDisabled && (c.SSLCA != nil || c.SSLCert != nil || c.SSLKey != nil) {
+		p.Add("ssl_disabled", "must not be true when ssl_ca, ssl_cert or ssl_key is set")
+	}
+}
+
+func countSet(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// check validates the values a library user may have set by hand (Decode
+// has already done this for configuration files) and compiles the model.
+func check(c Config) (*sqlmodel.Model, error) {
+	var p fields.Problems
+	nonblank := func(path, v string) {
+		switch {
+		case strings.TrimSpace(v) == "":
+			p.Add(path, "must not be empty")
+		case fields.HasControl(v):
+			p.Add(path, "must not contain control characters")
+		}
+	}
+	nonblank("host", c.Host)
+	if c.Port < 1 || c.Port > 65535 {
+		p.Addf("port", "must be between 1 and 65535 (got %d)", c.Port)
+	}
+	nonblank("database", c.Database)
+	nonblank("user", c.User)
+	if !(c.ConnectionTimeout > 0) {
+		p.Addf("connection_timeout", "must be greater than 0 (got %v)", c.ConnectionTimeout)
+	}
+	if c.PoolSize < 1 || c.PoolSize > 32 {
+		p.Addf("pool_size", "must be between 1 and 32 (got %d)", c.PoolSize)
+	}
+	c.validateOwn(&p)
+	c.Shared.Validate(sqlmodel.MySQL, c.options(), &p)
+	if p.Len() > 0 {
+		return nil, &sink.ConfigError{Problems: p.List()}
+	}
+	return c.Shared.Compile(sqlmodel.MySQL, c.options())
+}
+
+// password resolves the configured password source. Environment variables
+// and files are read here, when the sink starts, never during validation.
+// Errors are *sink.ConfigError (exit 2 in the CLI) and never carry the value.
+func (c *Config) password() (string, error) {
+	var v, path string
+	switch {
+	case c.Password != nil:
+		v, path = c.Password.Reveal(), "password"
+	case c.PasswordEnv != nil:
+		lookup := c.lookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		s, ok := lookup(*c.PasswordEnv)
+		if !ok {
+			return "", problem("password_env", fmt.Sprintf("environment variable %s is not set", *c.PasswordEnv))
+		}
+		v, path = s, "password_env"
+	case c.PasswordFile != nil:
+		data, err := os.ReadFile(*c.PasswordFile)
+		if err != nil {
+			// The os error names the path and operation, never content.
+			return "", problem("password_file", fmt.Sprintf("cannot read secret file: %v", err))
+		}
+		s := strings.TrimSuffix(string(data), "\n")
+		v, path = strings.TrimSuffix(s, "\r"), "password_file"
+	default:
+		return "", problem("user", "requires one of password, password_env, password_file")
+	}
+	switch {
+	case strings.TrimSpace(v) == "":
+		return "", problem(path, "resolved password must not be empty")
+	case fields.HasControl(v):
+		return "", problem(path, "resolved password must not contain control characters")
+	}
+	return v, nil
+}
+
+func problem(path, msg string) error {
+	return &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: msg}}}
+}
+
+// Open starts the sink; it is New behind the sink.Opener interface.
+func (c Config) Open(ctx context.Context) (sink.Sink, error) {
+	s, err := New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,491 @@
+package mysql
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+)
+
+var (
+	_ sink.Sink          = (*Sink)(nil)
+	_ sink.HealthChecker = (*Sink)(nil)
+)
+
+// Statement size limits. A batch is written with as few multi-row INSERTs
+// as these allow: one round trip per statement is what makes batching fast,
+// but one statement must fit the server's max_allowed_packet (4 MiB is the
+// smallest default of supported servers; the driver also knows the real
+// limit and falls back to a server-side prepared statement above it), and
+// that fallback caps a statement at 65,535 placeholders (4000 rows × 16).
+const (
+	maxStatementBytes = 4 << 20
+	maxStatementRows  = 4000
+)
+
+// Sink writes batches into MySQL or MariaDB tables. It is safe for
+// concurrent WriteBatch calls: each takes its own pooled connection and
+// transaction.
+type Sink struct {
+	model *sqlmodel.Model
+	db    *sql.DB
+	addr  string
+	stmts map[*sqlmodel.Table]statement
+
+	w sqlmodel.Writer
+	m metrics
+
+	stopOnce sync.Once
+}
+
+// metrics are the mysql_* metrics of sinks.md §4; nil ones are no-ops.
+type metrics struct {
+	execute, commit                      *telemetry.Histogram
+	conflicts, duplicates                *telemetry.Counter
+	ignored, noop, upsertRows, upsertUnk *telemetry.Counter
+}
+
+func newMetrics(tm *telemetry.Metrics) (metrics, error) {
+	var m metrics
+	var errs []error
+	hist := func(name, help string) *telemetry.Histogram {
+		h, err := tm.NewHistogram(name, help, nil)
+		errs = append(errs, err)
+		return h
+	}
+	counter := func(name, help string) *telemetry.Counter {
+		c, err := tm.NewCounter(name, help)
+		errs = append(errs, err)
+		return c
+	}
+	m.execute = hist("mysql_execute_seconds", "Time spent executing one multi-row INSERT statement.")
+	m.commit = hist("mysql_commit_seconds", "Time spent in COMMIT.")
+	m.conflicts = counter("mysql_conflicts_total", "Statements that failed with a duplicate-key error (1062).")
+	m.duplicates = counter("mysql_duplicates_total", "Rows found already present (attempted minus affected rows, plus in-batch repeats).")
+	m.ignored = counter("mysql_duplicate_ignored_total", "Duplicate rows skipped by insert_ignore.")
+	m.noop = counter("mysql_duplicate_noop_total", "Duplicate rows left unchanged by upsert with no update columns.")
+	m.upsertRows = counter("mysql_upsert_rows_total", "Rows written by upsert statements.")
+	m.upsertUnk = counter("mysql_upsert_outcome_unknown_total", "Upsert rows (with update columns) whose insert-or-update outcome the affected-row count could not tell.")
+	return m, errors.Join(errs...)
+}
+
+// New resolves the password, prepares the connection pool and, with
+// auto_create, creates the tables (the only start-up step that needs the
+// server: without it, an unreachable server or a missing table is reported
+// by WriteBatch and Healthcheck, so that the runner can retry instead of
+// the process failing to start). Build c from Default(): invalid values are
+// reported as a *sink.ConfigError.
+func New(ctx context.Context, c Config) (*Sink, error) {
+	model, err := check(c)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := c.password()
+	if err != nil {
+		return nil, err
+	}
+	dc, err := driverConfig(c, pw)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(dc)
+	if err != nil {
+		return nil, fmt.Errorf("mysql %s: %w", dc.Addr, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(c.PoolSize)
+	db.SetMaxIdleConns(c.PoolSize)
+	// Servers drop idle connections after wait_timeout (8 h by default);
+	// recycling earlier avoids a failed first statement after a quiet night.
+	db.SetConnMaxIdleTime(5 * time.Minute)
+
+	s := &Sink{model: model, db: db, addr: dc.Addr, stmts: map[*sqlmodel.Table]statement{}}
+	for _, t := range model.Tables {
+		s.stmts[t] = newStatement(model, t)
+	}
+	if s.m, err = newMetrics(c.Metrics); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mysql metrics: %w", err)
+	}
+	s.w = sqlmodel.Writer{
+		Model:    model,
+		Begin:    s.begin,
+		Classify: s.classify,
+		// Reduction happens in tx.Exec, which counts the dropped rows per
+		// table for the insert_ignore/upsert metrics.
+		Reduce: false,
+		Observe: func(st sqlmodel.Stats) {
+			s.m.commit.Observe(st.Commit.Seconds())
+			s.m.duplicates.Add(st.Duplicates)
+		},
+	}
+	if c.AutoCreate {
+		for _, t := range model.Tables {
+			if _, err := db.ExecContext(ctx, ddl(model, t)); err != nil {
+				db.Close()
+				return nil, fmt.Errorf("mysql %s: create table %s: %w", s.addr, t.Name, s.classify(sanitize(err)))
+			}
+		}
+	}
+	return s, nil
+}
+
+// driverConfig builds the driver's configuration. It is a struct, not a DSN
+// string, so no value needs escaping and the password never passes through
+// a URL.
+func driverConfig(c Config, password string) (*mysql.Config, error) {
+	dc := mysql.NewConfig()
+	dc.User = c.User
+	dc.Passwd = password
+	dc.Net = "tcp"
+	dc.Addr = net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+	dc.DBName = c.Database
+	dc.Timeout = time.Duration(max(1, math.Ceil(c.ConnectionTimeout))) * time.Second
+	// 0 = ask the server at connect: the driver then refuses a statement
+	// the server would reject (ErrPktTooLarge), without breaking the
+	// connection, and falls back to a prepared statement for a large one.
+	dc.MaxAllowedPacket = 0
+	// One round trip per statement: values are escaped by the driver for
+	// the connection's utf8mb4 character set (it honours the server's
+	// NO_BACKSLASH_ESCAPES status), instead of prepare + execute + close.
+	dc.InterpolateParams = true
+	// Affected rows must be rows changed (the default): an upsert that
+	// leaves a row unchanged then counts 0, which is how duplicates are
+	// told apart.
+	dc.ClientFoundRows = false
+	// The driver's own log lines go to a process-global logger; the
+	// errors they describe are returned to us anyway.
+	dc.Logger = &mysql.NopLogger{}
+	dc.Params = map[string]string{
+		// Strict mode turns a too-long value or a NULL in a NOT NULL
+		// column into an error instead of a silently altered row (the
+		// server default on current versions, enforced here for servers
+		// configured otherwise).
+		"sql_mode": "concat_ws(',', nullif(@@sql_mode, ''), 'STRICT_ALL_TABLES')",
+		// insert_ignore reads every warning of a statement (see
+		// tx.checkWarnings); the default keeps only 64.
+		"max_error_count": "65535",
+	}
+	if c.PoolName != nil {
+		dc.ConnectionAttributes = "program_name:" + *c.PoolName
+	}
+	t, fallback, err := tlsConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	dc.TLS = t
+	dc.AllowFallbackToPlaintext = fallback
+	return dc, nil
+}
+
+// tlsConfig maps the ssl_* keys onto a tls.Config, following upstream's
+// driver (mysql-connector): TLS is preferred but not required and not
+// verified when no file is configured; ssl_ca verifies the chain, and the
+// host name too with ssl_verify_identity; ssl_disabled never uses TLS.
+func tlsConfig(c Config) (cfg *tls.Config, fallback bool, err error) {
+	if c.SSLDisabled {
+		return nil, false, nil
+	}
+	if c.SSLCA == nil && c.SSLCert == nil {
+		//nolint:gosec // "preferred" mode, as upstream: encryption without authentication.
+		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, true, nil
+	}
+	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.SSLCert != nil && c.SSLKey != nil {
+		pair, err := tls.LoadX509KeyPair(*c.SSLCert, *c.SSLKey)
+		if err != nil {
+			return nil, false, problem("ssl_cert", fmt.Sprintf("cannot load client certificate and key: %v", err))
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	if c.SSLCA == nil {
+		//nolint:gosec // client certificate without ssl_ca: the server is not verified, as upstream.
+		cfg.InsecureSkipVerify = true
+		return cfg, false, nil
+	}
+	pem, err := os.ReadFile(*c.SSLCA)
+	if err != nil {
+		return nil, false, problem("ssl_ca", fmt.Sprintf("cannot read CA file: %v", err))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, false, problem("ssl_ca", fmt.Sprintf("no PEM certificate found in %s", *c.SSLCA))
+	}
+	cfg.RootCAs = pool
+	if c.SSLVerifyIdentity {
+		cfg.ServerName = c.Host
+		return cfg, false, nil
+	}
+	// Verify the chain against ssl_ca but not the host name: the standard
+	// library offers no such mode, so verification is done here.
+	cfg.InsecureSkipVerify = true //nolint:gosec // chain verified below
+	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("mysql server presented no certificate")
+		}
+		certs := make([]*x509.Certificate, len(raw))
+		for i, r := range raw {
+			if certs[i], err = x509.ParseCertificate(r); err != nil {
+				return err
+			}
+		}
+		inter := x509.NewCertPool()
+		for _, ct := range certs[1:] {
+			inter.AddCert(ct)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter})
+		return err
+	}
+	return cfg, false, nil
+}
+
+// Type returns "mysql".
+func (s *Sink) Type() string { return "mysql" }
+
+// WriteBatch writes batch in one transaction (sinks.md §0, §2, §4): one
+// multi-row INSERT per table (split only to respect statement limits), then
+// COMMIT. Calls may run concurrently, each on its own connection.
+func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	return s.w.WriteBatch(ctx, batch)
+}
+
+// begin takes a pooled connection (honouring ctx while waiting for one) and
+// starts a transaction whose own context is never cancelled: the Writer
+// checks ctx between statements and rolls back itself, and a cancelled
+// statement is interrupted by the driver, which closes the connection (the
+// server then rolls the transaction back). Keeping cancellation away from
+// COMMIT avoids turning a likely success into an unknown outcome.
+func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, sanitize(err)
+	}
+	t, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		conn.Close()
+		return nil, sanitize(err)
+	}
+	return &tx{s: s, conn: conn, tx: t}, nil
+}
+
+// tx is one transaction on one connection. Counters for the metrics are
+// collected per transaction and published only after COMMIT succeeds.
+type tx struct {
+	s    *Sink
+	conn *sql.Conn
+	tx   *sql.Tx
+
+	ignored, noop, upsertRows, upsertUnknown int
+}
+
+// Exec writes the rows of g. Rows whose key repeats inside the group are
+// reduced first (insert_ignore keeps the first, upsert the last) and
+// reported Duplicate. The returned count is the number of rows that were
+// new to the table, so the Writer's "attempted − affected" is the number of
+// duplicates (see statement.effective).
+func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	st := t.s.stmts[g.Table]
+	mode := t.s.model.Mode
+	kept, dropped := g.Reduce(mode)
+	for _, r := range dropped {
+		r.Duplicate = true
+	}
+	var fresh int64
+	for _, chunk := range chunks(kept) {
+		start := time.Now()
+		res, err := t.tx.ExecContext(ctx, st.text(len(chunk)), args(chunk)...)
+		t.s.m.execute.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return 0, fmt.Errorf("%s (stream seq %v…%v): %w", st.verb, seqOf(chunk[0]), seqOf(chunk[len(chunk)-1]), sanitize(err))
+		}
+		if mode == sqlmodel.InsertIgnore {
+			if err := t.checkWarnings(ctx); err != nil {
+				return 0, fmt.Errorf("%s (stream seq %v…%v): %w", st.verb, seqOf(chunk[0]), seqOf(chunk[len(chunk)-1]), err)
+			}
+		}
+		affected, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n, unknown := st.effective(chunk, affected)
+		fresh += n
+		if unknown {
+			t.upsertUnknown += len(chunk)
+		}
+	}
+	dups := len(g.Rows) - int(fresh)
+	switch {
+	case mode == sqlmodel.InsertIgnore:
+		t.ignored += dups
+	case mode == sqlmodel.Upsert && len(g.Table.Update) == 0:
+		t.noop += dups
+	}
+	if mode == sqlmodel.Upsert {
+		t.upsertRows += len(kept)
+	}
+	return fresh, nil
+}
+
+// checkWarnings reads the warnings of the last statement. INSERT IGNORE
+// downgrades every row error to a warning, not only duplicate keys: a
+// too-long value is truncated, a NULL for a NOT NULL column becomes the
+// column's implicit default, a row failing a CHECK (MariaDB's json_valid)
+// is skipped. Those rows would be acknowledged altered or lost, so any
+// warning other than a duplicate key fails the statement with the
+// warning's code, classified like the error the plain INSERT would raise.
+func (t *tx) checkWarnings(ctx context.Context) error {
+	rows, err := t.tx.QueryContext(ctx, "show warnings")
+	if err != nil {
+		return sanitize(err)
+	}
+	defer rows.Close()
+	var bad *mysql.MySQLError
+	for rows.Next() {
+		var level, msg string
+		var code uint16
+		if err := rows.Scan(&level, &code, &msg); err != nil {
+			return err
+		}
+		if code == errDupEntry || level == "Note" || bad != nil {
+			continue
+		}
+		bad = &mysql.MySQLError{Number: code, Message: msg}
+	}
+	if err := rows.Err(); err != nil {
+		return sanitize(err)
+	}
+	if bad != nil {
+		// Unknown warning codes are still about row content (the
+		// statement itself succeeded), so they are Permanent, never
+		// retried forever.
+		err := fmt.Errorf("row rejected (warning under insert ignore): %w", sanitize(bad))
+		if c := classifyCode(sqlmodel.Insert, bad.Number); c == classTemporary {
+			return sink.AsPermanent(err)
+		}
+		return err
+	}
+	return nil
+}
+
+func (t *tx) Commit(context.Context) error {
+	// The commit time is observed from the Writer's Stats.
+	err := t.tx.Commit()
+	t.conn.Close()
+	if err != nil {
+		return sanitize(err)
+	}
+	m := &t.s.m
+	m.ignored.Add(t.ignored)
+	m.noop.Add(t.noop)
+	m.upsertRows.Add(t.upsertRows)
+	m.upsertUnk.Add(t.upsertUnknown)
+	return nil
+}
+
+func (t *tx) Rollback() error {
+	err := t.tx.Rollback()
+	// Close returns the connection to the pool; a connection broken by a
+	// cancelled statement is discarded by database/sql instead.
+	t.conn.Close()
+	return err
+}
+
+// chunks splits rows into statements within maxStatementBytes and
+// maxStatementRows. A row larger than the budget goes alone.
+func chunks(rows []*sqlmodel.Row) [][]*sqlmodel.Row {
+	var out [][]*sqlmodel.Row
+	start, size := 0, 0
+	for i, r := range rows {
+		n := rowSize(r)
+		if i > start && (size+n > maxStatementBytes || i-start >= maxStatementRows) {
+			out = append(out, rows[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(rows) {
+		out = append(out, rows[start:])
+	}
+	return out
+}
+
+// rowSize is an upper bound of a row's share of the interpolated statement
+// text: every string byte may be escaped.
+func rowSize(r *sqlmodel.Row) int {
+	n := 4
+	for _, v := range r.Values {
+		switch v := v.(type) {
+		case string:
+			n += 2*len(v) + 4
+		default:
+			n += 22
+		}
+	}
+	return n
+}
+
+func args(rows []*sqlmodel.Row) []any {
+	out := make([]any, 0, len(rows)*int(sqlmodel.NumFields))
+	for _, r := range rows {
+		out = append(out, r.Values[:]...)
+	}
+	return out
+}
+
+func seqOf(r *sqlmodel.Row) any {
+	if v := r.Values[sqlmodel.StreamSequence]; v != nil {
+		return v
+	}
+	return "?"
+}
+
+// Healthcheck runs "select 1" (sinks.md §4) and, so that test-sink reports
+// a missing table or column before the first message does, a statement
+// reading every mapped column of each table that returns no rows.
+func (s *Sink) Healthcheck(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, "select 1").Scan(&one); err != nil {
+		return fmt.Errorf("mysql healthcheck %s: %w", s.addr, s.classify(sanitize(err)))
+	}
+	d := s.model.Dialect
+	for _, t := range s.model.Tables {
+		q := "select " + d.QuoteAll(s.model.AllColumns()) + " from " + d.Quote(t.Name) + " where 1 = 0"
+		rows, err := s.db.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("mysql healthcheck %s: table %s: %w", s.addr, t.Name, s.classify(sanitize(err)))
+		}
+		rows.Close()
+	}
+	return nil
+}
+
+// Stop closes the connection pool. The runner calls it once, after the
+// last WriteBatch; later calls do nothing.
+func (s *Sink) Stop(context.Context) error {
+	var err error
+	s.stopOnce.Do(func() { err = s.db.Close() })
+	return err
+}
+
+// keyIsPrimary reports whether the key columns are the primary key of the
+// recommended DDL (stream name and sequence, in any order).
+func keyIsPrimary(key []sqlmodel.Field) bool {
+	k := slices.Clone(key)
+	slices.Sort(k)
+	return slices.Equal(k, []sqlmodel.Field{sqlmodel.StreamName, sqlmodel.StreamSequence})
+}
