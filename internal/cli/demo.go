@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"database/sql"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -298,11 +298,11 @@ func (d *demo) settle(ctx context.Context) error {
 // demoResult is what the tour observed.
 type demoResult struct {
 	file, sqlite, audit []string // per sample, in demoSamples order
-	written     int
-	dead        int
-	acked       int
-	mismatches  []string
-	elapsed     time.Duration
+	written             int
+	dead                int
+	acked               int
+	mismatches          []string
+	elapsed             time.Duration
 }
 
 // observe reads what the pipelines wrote, from disk and the DLQ stream.
