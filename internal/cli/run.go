@@ -75,6 +75,8 @@ func runRun(env *Env, args []string) int {
 func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownRequested *atomic.Bool) int {
 	log := telemetry.NewLogger(env.Stderr, cfg.Logging.Format, cfg.Logging.Level)
 	d := cfg.Delivery
+	stopLog := context.AfterFunc(ctx, func() { log.Info("shutdown requested", "component", "supervisor") })
+	defer stopLog()
 
 	// Step 2–3: metrics registry and the HTTP endpoint (not ready yet).
 	reg := telemetry.NewRegistry()
@@ -144,9 +146,6 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 	// at least 1 s each.
 	deadline := time.Now().Add(5 * time.Second)
 	left := func() time.Duration { return max(time.Until(deadline), time.Second) }
-	if ctx.Err() != nil {
-		log.Info("drain complete", "component", "supervisor")
-	}
 	stopSnap()
 	if snapshotDone != nil {
 		<-snapshotDone
