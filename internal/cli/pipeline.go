@@ -241,6 +241,9 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 	defer func() {
 		if err != nil {
 			p.close(context.WithoutCancel(ctx), time.Second)
+			if o.conn == nil && p.nc != nil {
+				p.nc.Close() // ours: opened below
+			}
 		}
 	}()
 	// Metrics are always counted (demo and bench read them); they are
