@@ -20,6 +20,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
+	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
@@ -212,6 +213,9 @@ func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics) (si
 		c.Metrics = m
 		op = c
 	case mysql.Config:
+		c.Metrics = m
+		op = c
+	case oracle.Config:
 		c.Metrics = m
 		op = c
 	default:

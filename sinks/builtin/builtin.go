@@ -7,6 +7,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
+	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
@@ -16,6 +17,7 @@ func Registry() *sink.Registry {
 	r := sink.NewRegistry()
 	r.Register("file", file.Decode)
 	r.Register("mysql", mysql.Decode)
+	r.Register("oracle", oracle.Decode)
 	r.Register("postgres", postgres.Decode)
 	r.Register("sqlite", sqlite.Decode)
 	return r
@@ -24,10 +26,12 @@ func Registry() *sink.Registry {
 // Prototypes returns, per built-in sink type, a pointer to its default
 // configuration; the JSON Schema generator reads the struct tags.
 func Prototypes() map[string]any {
-	fileDefault, mysqlDefault, postgresDefault, sqliteDefault := file.Default(), mysql.Default(), postgres.Default(), sqlite.Default()
+	fileDefault, mysqlDefault, oracleDefault := file.Default(), mysql.Default(), oracle.Default()
+	postgresDefault, sqliteDefault := postgres.Default(), sqlite.Default()
 	return map[string]any{
 		"file":     &fileDefault,
 		"mysql":    &mysqlDefault,
+		"oracle":   &oracleDefault,
 		"postgres": &postgresDefault,
 		"sqlite":   &sqliteDefault,
 	}

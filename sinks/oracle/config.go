@@ -1,0 +1,345 @@
+// Package oracle is the Oracle Database sink (spec sinks.md §3): rows of the
+// shared relational layout (data-shapes §9) written through the pure-Go
+// github.com/sijms/go-ora/v2 driver, one transaction per WriteBatch, one
+// array-bound execution of the spec's statement per table (insert, insert
+// with the append hint, or MERGE), or the staging path (array insert into
+// a staging table, one MERGE from it, optional cleanup).
+//
+// Redelivery is made harmless by the MERGE statements: insert_ignore inserts
+// only keys that are missing, merge rewrites the update columns, and
+// insert/append dead-letter a redelivered row (not recommended).
+package oracle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+)
+
+// notSupported is the spec's text for a connection key that the go-ora
+// driver (and this package on top of it) cannot honour (sinks.md §3).
+const notSupported = "not supported by this build"
+
+// Config is the oracle sink's configuration (sinks.md §3 and the shared keys
+// of §2). Default returns it with every default; Decode fills it from a
+// "sink" object.
+type Config struct {
+	Type string `json:"type" trim:"true" lower:"true" enum:"oracle" doc:"Sink type."`
+	// DSN is an Easy Connect string ([tcp://|tcps://][//]host[:port]/service[:server][/instance])
+	// or a connect descriptor ("(DESCRIPTION=...)"). Net service aliases
+	// need config_dir, which this build rejects.
+	DSN  string `json:"dsn" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"Easy Connect string (host[:port]/service) or connect descriptor."`
+	User string `json:"user" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"Database user; requires exactly one of password, password_env, password_file."`
+	// Password, PasswordEnv and PasswordFile are the three sources of the
+	// password; exactly one is required. The file source is the
+	// configuration-wide [ext] rule of config.md §3.
+	Password     *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv  *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	// ConfigDir would name the directory of tnsnames.ora. go-ora resolves
+	// no aliases, so any value is rejected at validation.
+	ConfigDir      *string `json:"config_dir" doc:"Directory with tnsnames.ora (not supported by this build)."`
+	WalletLocation *string `json:"wallet_location" nonblank:"true" nocontrol:"true" doc:"Wallet directory (cwallet.sso, or ewallet.p12 with wallet_password) for mutual TLS."`
+	// WalletPassword, WalletPasswordEnv and WalletPasswordFile: at most one,
+	// and only with wallet_location.
+	WalletPassword     *config.Secret `json:"wallet_password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password of ewallet.p12; requires wallet_location."`
+	WalletPasswordEnv  *string        `json:"wallet_password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the wallet password."`
+	WalletPasswordFile *string        `json:"wallet_password_file" nonblank:"true" nocontrol:"true" doc:"File holding the wallet password."`
+	// SSLServerDNMatch: go-ora always checks the server certificate against
+	// the host name on TLS connections, which is what true means; false
+	// cannot be honoured.
+	SSLServerDNMatch   *bool    `json:"ssl_server_dn_match" doc:"Match the server certificate against the host name (only true or null in this build)."`
+	SSLServerCertDN    *string  `json:"ssl_server_cert_dn" doc:"Expected server certificate DN (not supported by this build)."`
+	DisableParallelDML bool     `json:"disable_parallel_dml" doc:"Run \"alter session disable parallel dml\" on each new connection."`
+	TCPConnectTimeout  *float64 `json:"tcp_connect_timeout" xmin:"0" doc:"TCP connect timeout in seconds (> 0); null = the driver default."`
+	RetryCount         *int     `json:"retry_count" min:"0" doc:"Connection attempts retried after a failure (null = 0)."`
+	RetryDelay         *int     `json:"retry_delay" min:"0" doc:"Seconds between connection attempts (null = 0)."`
+	HTTPSProxy         *string  `json:"https_proxy" doc:"HTTPS proxy host (not supported by this build)."`
+	HTTPSProxyPort     *int     `json:"https_proxy_port" min:"1" max:"65535" doc:"HTTPS proxy port; requires https_proxy (not supported by this build)."`
+	Mode               string   `json:"mode" enum:"insert,insert_ignore,merge,append" doc:"Write mode (sinks.md §2)."`
+	// MergeUpdateColumns: nil = every non-key mapped column, [] = none.
+	MergeUpdateColumns *[]string `json:"merge_update_columns" doc:"Columns a merge updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
+	Staging            Staging   `json:"staging" doc:"Staging-table write path."`
+	PoolMin            int       `json:"pool_min" min:"1" doc:"Idle connections kept open."`
+	PoolMax            int       `json:"pool_max" min:"1" doc:"Maximum open connections."`
+	// PoolIncrement is validated and shown; database/sql opens connections
+	// one at a time as they are needed, so it does not change behaviour.
+	PoolIncrement int  `json:"pool_increment" min:"1" doc:"Connections opened together when the pool grows (database/sql opens them one at a time)."`
+	AutoCreate    bool `json:"auto_create" doc:"Create missing tables (and the staging table) with the recommended DDL at start."`
+	sqlmodel.Shared[sqlmodel.MergeRoute]
+
+	// Metrics, when set (by the CLI), receives the oracle_* metrics of
+	// sinks.md §3. Nil means no sink metrics.
+	Metrics *telemetry.Metrics `json:"-"`
+	// Env looks up environment variables for the *_env keys; nil means the
+	// process environment. Tests set it.
+	Env config.Env `json:"-"`
+}
+
+// Staging is the "staging" object (sinks.md §3).
+type Staging struct {
+	Enabled       bool    `json:"enabled" doc:"Write through the staging table: insert all rows there, then one MERGE from it."`
+	Table         *string `json:"table" doc:"Staging table (name or schema.name); required when enabled."`
+	BatchIDColumn string  `json:"batch_id_column" doc:"Staging column holding the batch id."`
+	Cleanup       string  `json:"cleanup" enum:"delete_on_success,keep" doc:"Delete a batch's staging rows in the same transaction, or keep them."`
+}
+
+// Staging cleanup policies.
+const (
+	CleanupDeleteOnSuccess = "delete_on_success"
+	CleanupKeep            = "keep"
+)
+
+var _ fields.Validator = (*Config)(nil)
+
+// Default returns the configuration with every default of sinks.md §3.
+func Default() Config {
+	return Config{
+		Type:               "oracle",
+		DisableParallelDML: true,
+		Mode:               string(sqlmodel.Merge),
+		Staging:            Staging{BatchIDColumn: "NATS_SINKS_BATCH_ID", Cleanup: CleanupDeleteOnSuccess},
+		PoolMin:            1,
+		PoolMax:            4,
+		PoolIncrement:      1,
+		Shared:             sqlmodel.DefaultShared[sqlmodel.MergeRoute](sqlmodel.Oracle),
+	}
+}
+
+// Decode validates one oracle "sink" object without I/O and returns its
+// Config. Problems come back as one *sink.ConfigError with paths relative
+// to the sink object. Secrets named by *_env and *_file keys are not read
+// here (config.md §1.2).
+func Decode(raw json.RawMessage) (sink.Opener, error) {
+	c := Default()
+	if err := fields.DecodeSink(raw, &c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) options() sqlmodel.Options {
+	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.MergeUpdateColumns, AutoCreate: c.AutoCreate}
+}
+
+// Validate checks the rules the struct tags cannot express: the secret
+// sources, the keys this build cannot honour, the staging object, the pool
+// sizes, and the shared relational rules. fields.DecodeSink calls it after
+// decoding.
+func (c *Config) Validate(p *fields.Problems) {
+	for _, pr := range c.problems() {
+		p.Add(pr.Path, pr.Message)
+	}
+	c.Shared.Validate(sqlmodel.Oracle, c.options(), p)
+}
+
+var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
+
+// problems returns the problems of the oracle-specific keys. New runs it
+// too, for Configs built by hand rather than decoded.
+func (c *Config) problems() []sink.Problem {
+	var out []sink.Problem
+	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
+	if _, err := parseDSN(c.DSN); err != nil && strings.TrimSpace(c.DSN) != "" {
+		add("dsn", err.Error())
+	}
+	switch n := count(c.Password != nil, c.PasswordEnv != nil, c.PasswordFile != nil); {
+	case n == 0:
+		add("password", "one of password, password_env, password_file is required")
+	case n > 1:
+		add("password", "set only one of password, password_env, password_file")
+	}
+	if c.PasswordEnv != nil && !envName.MatchString(*c.PasswordEnv) {
+		add("password_env", "must match ^[A-Z_][A-Z0-9_]{0,127}$")
+	}
+	if c.ConfigDir != nil {
+		add("config_dir", notSupported)
+	}
+	if n := count(c.WalletPassword != nil, c.WalletPasswordEnv != nil, c.WalletPasswordFile != nil); n > 0 {
+		if n > 1 {
+			add("wallet_password", "set only one of wallet_password, wallet_password_env, wallet_password_file")
+		}
+		if c.WalletLocation == nil {
+			add("wallet_password", "requires wallet_location")
+		}
+	}
+	if c.WalletPasswordEnv != nil && !envName.MatchString(*c.WalletPasswordEnv) {
+		add("wallet_password_env", "must match ^[A-Z_][A-Z0-9_]{0,127}$")
+	}
+	if c.SSLServerDNMatch != nil && !*c.SSLServerDNMatch {
+		// go-ora verifies the host name whenever it verifies at all; there
+		// is no "chain only" mode, and dropping verification entirely is
+		// not what false means.
+		add("ssl_server_dn_match", notSupported)
+	}
+	if c.SSLServerCertDN != nil {
+		add("ssl_server_cert_dn", notSupported)
+	}
+	if c.TCPConnectTimeout != nil && !(*c.TCPConnectTimeout > 0) {
+		add("tcp_connect_timeout", fmt.Sprintf("must be greater than 0 (got %v)", *c.TCPConnectTimeout))
+	}
+	if c.RetryCount != nil && *c.RetryCount < 0 {
+		add("retry_count", fmt.Sprintf("must be at least 0 (got %d)", *c.RetryCount))
+	}
+	if c.RetryDelay != nil && *c.RetryDelay < 0 {
+		add("retry_delay", fmt.Sprintf("must be at least 0 (got %d)", *c.RetryDelay))
+	}
+	if c.HTTPSProxy != nil {
+		add("https_proxy", notSupported)
+	}
+	if c.HTTPSProxyPort != nil {
+		if c.HTTPSProxy == nil {
+			add("https_proxy_port", "requires https_proxy")
+		}
+		add("https_proxy_port", notSupported)
+	}
+	out = append(out, c.stagingProblems()...)
+	for _, k := range []struct {
+		path string
+		v    int
+	}{{"pool_min", c.PoolMin}, {"pool_max", c.PoolMax}, {"pool_increment", c.PoolIncrement}} {
+		if k.v < 1 {
+			add(k.path, fmt.Sprintf("must be at least 1 (got %d)", k.v))
+		}
+	}
+	if c.PoolMin >= 1 && c.PoolMax >= 1 && c.PoolMin > c.PoolMax {
+		// Spec is silent; a minimum above the maximum is a typo every pool
+		// implementation rejects (python-oracledb included).
+		add("pool_min", fmt.Sprintf("must not exceed pool_max (got %d > %d)", c.PoolMin, c.PoolMax))
+	}
+	return out
+}
+
+// stagingProblems checks the staging object: enabled requires a table and
+// mode merge or insert_ignore; the table and the batch column are Oracle
+// identifiers, and the batch column must not clash with a mapped column.
+func (c *Config) stagingProblems() []sink.Problem {
+	var out []sink.Problem
+	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
+	s := c.Staging
+	d := sqlmodel.Oracle
+	if s.Table != nil {
+		if msg := d.CheckTable(*s.Table); msg != "" {
+			add("staging.table", msg)
+		} else if strings.EqualFold(*s.Table, c.Table) {
+			add("staging.table", fmt.Sprintf("must differ from table %q", c.Table))
+		}
+	}
+	if msg := d.CheckColumn(s.BatchIDColumn); msg != "" {
+		add("staging.batch_id_column", msg)
+	} else {
+		for f := range sqlmodel.NumFields {
+			col := c.Columns.Get(f)
+			switch {
+			case f == sqlmodel.Payload && c.PayloadColumn != nil:
+				col = *c.PayloadColumn
+			case f == sqlmodel.Headers && c.HeadersColumn != nil:
+				col = *c.HeadersColumn
+			}
+			if strings.EqualFold(col, s.BatchIDColumn) {
+				add("staging.batch_id_column", fmt.Sprintf("must differ from the mapped column of columns.%s (got %q)", f.Key(), s.BatchIDColumn))
+				break
+			}
+		}
+	}
+	if s.Cleanup != CleanupDeleteOnSuccess && s.Cleanup != CleanupKeep {
+		add("staging.cleanup", fmt.Sprintf("must be one of delete_on_success, keep (got %q)", s.Cleanup))
+	}
+	if s.Enabled {
+		if s.Table == nil {
+			add("staging.table", "required when staging.enabled is true")
+		}
+		if m := sqlmodel.Mode(c.Mode); m != sqlmodel.Merge && m != sqlmodel.InsertIgnore {
+			add("staging.enabled", fmt.Sprintf("requires mode merge or insert_ignore (mode is %s)", c.Mode))
+		}
+	}
+	return out
+}
+
+func count(bs ...bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// check validates a Config a library user may have built by hand (Decode
+// has already done this for configuration files) and compiles the model.
+func check(c Config) (*sqlmodel.Model, error) {
+	var p fields.Problems
+	if strings.TrimSpace(c.DSN) == "" {
+		p.Add("dsn", "must not be empty")
+	}
+	if strings.TrimSpace(c.User) == "" || fields.HasControl(c.User) {
+		p.Add("user", "must not be empty or contain control characters")
+	}
+	for _, pr := range c.problems() {
+		p.Add(pr.Path, pr.Message)
+	}
+	c.Shared.Validate(sqlmodel.Oracle, c.options(), &p)
+	if p.Len() > 0 {
+		return nil, &sink.ConfigError{Problems: p.List()}
+	}
+	return c.Shared.Compile(sqlmodel.Oracle, c.options())
+}
+
+// secret resolves one secret source (value, environment variable or file)
+// when the sink starts, never during validation. Errors are
+// *sink.ConfigError (exit 2 in the CLI) and never carry the value. ok is
+// false when no source is set.
+func (c *Config) secret(key string, value *config.Secret, env, file *string) (v string, ok bool, err error) {
+	path := key
+	switch {
+	case value != nil:
+		v = value.Reveal()
+	case env != nil:
+		lookup := c.Env
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		s, found := lookup(*env)
+		if !found {
+			return "", false, problem(key+"_env", fmt.Sprintf("environment variable %s is not set", *env))
+		}
+		v, path = s, key+"_env"
+	case file != nil:
+		data, err := os.ReadFile(*file)
+		if err != nil {
+			// The os error names the path and operation, never content.
+			return "", false, problem(key+"_file", fmt.Sprintf("cannot read secret file: %v", err))
+		}
+		s := strings.TrimSuffix(string(data), "\n")
+		v, path = strings.TrimSuffix(s, "\r"), key+"_file"
+	default:
+		return "", false, nil
+	}
+	if strings.TrimSpace(v) == "" {
+		return "", false, problem(path, "resolved value must not be empty")
+	}
+	return v, true, nil
+}
+
+func problem(path, msg string) error {
+	return &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: msg}}}
+}
+
+// Open starts the sink; it is New behind the sink.Opener interface.
+func (c Config) Open(ctx context.Context) (sink.Sink, error) {
+	s, err := New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
