@@ -162,10 +162,21 @@ func TestInsertSQL(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := model(t, tt.js)
-			if got := insertSQL(m, m.Tables[tt.table], tt.staging); got != tt.want {
+			if got := insertSQL(m, m.Tables[tt.table], tt.staging, nil); got != tt.want {
 				t.Errorf("insertSQL =\n%s\nwant\n%s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestInsertSQLJSONBCasts checks that values for jsonb columns are cast to
+// jsonb directly and the others keep the json cast (canonical text kept).
+func TestInsertSQLJSONBCasts(t *testing.T) {
+	m := model(t, `{`+minimal+`,"mode":"insert"}`)
+	got := insertSQL(m, m.Tables[0], false, map[string]bool{"payload_json": true, "metadata_json": true})
+	want := `insert into "nats_sink_events" ` + cols + strings.NewReplacer(`"payload_json"::json`, `"payload_json"::jsonb`, `"metadata_json"::json`, `"metadata_json"::jsonb`).Replace(unnestSelect)
+	if got != want {
+		t.Errorf("insertSQL =\n%s\nwant\n%s", got, want)
 	}
 }
 

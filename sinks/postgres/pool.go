@@ -18,6 +18,9 @@ var errStopped = errors.New("postgres sink is stopped")
 type pool struct {
 	cfg   *pgx.ConnConfig
 	slots chan struct{} // one token per connection that may be open
+	// prepare, when set, runs once on every new connection (session
+	// settings); it must not leave a transaction open.
+	prepare func(context.Context, *pgx.Conn)
 
 	mu     sync.Mutex
 	idle   []*pgx.Conn
@@ -56,6 +59,9 @@ func (p *pool) acquire(ctx context.Context) (c *pgx.Conn, reused bool, err error
 	if err != nil {
 		<-p.slots
 		return nil, false, err
+	}
+	if p.prepare != nil {
+		p.prepare(ctx, c)
 	}
 	return c, false, nil
 }

@@ -134,7 +134,7 @@ func check(c Config) (*sqlmodel.Model, error) {
 func dsn(abs string, c Config) string {
 	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)&_pragma=synchronous(%s)",
-		r.Replace(abs), c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous))
+		r.Replace(abs), c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous)) + os.Getenv("XPRAGMA")
 }
 
 // makeParent creates the database's parent directory when allowed.
