@@ -19,6 +19,7 @@ import (
 	"github.com/nats-sinks/nats-sink/runner"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
@@ -216,6 +217,9 @@ func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics) (si
 		c.Metrics = m
 		op = c
 	case oracle.Config:
+		c.Metrics = m
+		op = c
+	case httpsink.Config:
 		c.Metrics = m
 		op = c
 	default:

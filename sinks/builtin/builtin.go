@@ -6,6 +6,7 @@ package builtin
 import (
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
@@ -16,6 +17,7 @@ import (
 func Registry() *sink.Registry {
 	r := sink.NewRegistry()
 	r.Register("file", file.Decode)
+	r.Register("http", httpsink.Decode)
 	r.Register("mysql", mysql.Decode)
 	r.Register("oracle", oracle.Decode)
 	r.Register("postgres", postgres.Decode)
@@ -26,10 +28,11 @@ func Registry() *sink.Registry {
 // Prototypes returns, per built-in sink type, a pointer to its default
 // configuration; the JSON Schema generator reads the struct tags.
 func Prototypes() map[string]any {
-	fileDefault, mysqlDefault, oracleDefault := file.Default(), mysql.Default(), oracle.Default()
+	fileDefault, httpDefault, mysqlDefault, oracleDefault := file.Default(), httpsink.Default(), mysql.Default(), oracle.Default()
 	postgresDefault, sqliteDefault := postgres.Default(), sqlite.Default()
 	return map[string]any{
 		"file":     &fileDefault,
+		"http":     &httpDefault,
 		"mysql":    &mysqlDefault,
 		"oracle":   &oracleDefault,
 		"postgres": &postgresDefault,

@@ -1,0 +1,527 @@
+package httpsink
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+var _ sink.Sink = (*Sink)(nil)
+
+// The Sink deliberately has no Healthcheck: test-sink makes no request
+// (sinks.md §7), and a probe that sends nothing cannot tell a reachable
+// endpoint from a broken one. After a Destination outcome the runner probes
+// by retrying the next batch instead (runtime §5.1).
+
+// Schema is the schema name of envelope bodies (data-shapes §10).
+const Schema = "nats_sinks.http.message.v1"
+
+// traceHeaders are forwarded verbatim from the message while tracing is not
+// built (observability §4, tracing disabled).
+var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
+
+// Sink sends one HTTP request per message. It is safe for concurrent
+// WriteBatch calls; they share one connection pool.
+type Sink struct {
+	cfg       Config
+	url       string
+	client    *http.Client
+	transport *http.Transport
+	// static holds the headers every request carries: Accept, Content-Type,
+	// User-Agent, headers and the resolved headers_env.
+	static  http.Header
+	timeout time.Duration
+	success map[int]bool
+	retry   map[int]bool
+
+	reqSeconds *telemetry.Histogram
+
+	// sleep waits d or until ctx is done; tests replace it to record the
+	// backoff delays without waiting.
+	sleep func(ctx context.Context, d time.Duration) error
+	// jitter draws u in [0, 1) for the retry delay.
+	jitter func() float64
+	now    func() time.Time
+
+	stopOnce sync.Once
+}
+
+// New validates c (a Config built by hand is checked like a decoded one),
+// resolves headers_env and prepares the connection pool. It makes no
+// request. Invalid values and missing or invalid environment variables are
+// reported as a *sink.ConfigError (exit 2 in the CLI).
+func New(_ context.Context, c Config) (*Sink, error) {
+	c.Method = strings.ToUpper(strings.TrimSpace(c.Method))
+	if probs := c.problems(); len(probs) > 0 {
+		return nil, &sink.ConfigError{Problems: probs}
+	}
+	static := http.Header{}
+	static.Set("Accept", "application/json")
+	static.Set("Content-Type", "application/json")
+	static.Set("User-Agent", c.UserAgent)
+	for name, v := range c.Headers {
+		static.Set(name, v)
+	}
+	var envProbs []sink.Problem
+	for _, name := range sortedKeys(c.HeadersEnv) {
+		envVar := c.HeadersEnv[name]
+		v, ok := lookupEnv(c.Env, envVar)
+		msg := ""
+		switch {
+		case !ok:
+			msg = fmt.Sprintf("environment variable %s is not set", envVar)
+		case strings.TrimSpace(v) == "":
+			msg = fmt.Sprintf("environment variable %s must not be blank", envVar)
+		case strings.TrimSpace(v) != v:
+			msg = fmt.Sprintf("environment variable %s must not have surrounding whitespace", envVar)
+		case fields.HasControl(v):
+			msg = fmt.Sprintf("environment variable %s must not contain control characters", envVar)
+		}
+		if msg != "" {
+			envProbs = append(envProbs, sink.Problem{Path: fields.Join("headers_env", name), Message: msg})
+			continue
+		}
+		static.Set(name, v)
+	}
+	if envProbs != nil {
+		return nil, &sink.ConfigError{Problems: envProbs}
+	}
+
+	// One transport per sink, sized so that every request of a full batch
+	// can keep its connection: the default of 2 idle connections per host
+	// would close and re-dial most of them at concurrency > 2.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = max(c.Concurrency, 2) * 4
+	tr.ResponseHeaderTimeout = 0 // the per-attempt context bounds the whole exchange
+	s := &Sink{
+		cfg:       c,
+		url:       c.URL,
+		transport: tr,
+		client: &http.Client{
+			Transport: tr,
+			// Redirects are not followed (sinks.md §7): the 3xx itself is
+			// classified, so a moved endpoint cannot silently receive data.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		static:  static,
+		timeout: time.Duration(c.RequestTimeoutSeconds * float64(time.Second)),
+		success: set(c.SuccessStatuses),
+		retry:   set(c.RetryStatuses),
+		sleep:   sleepCtx,
+		jitter:  jitterDraw,
+		now:     time.Now,
+	}
+	s.reqSeconds, _ = c.Metrics.NewHistogram("http_request_seconds", "Duration of one HTTP sink request attempt, response body included.", nil)
+	return s, nil
+}
+
+// lookupEnv reads an environment variable through env, or the process
+// environment when env is nil.
+func lookupEnv(env config.Env, name string) (string, bool) {
+	if env == nil {
+		return os.LookupEnv(name)
+	}
+	return env(name)
+}
+
+func set(xs []int) map[int]bool {
+	m := make(map[int]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// Type returns "http".
+func (s *Sink) Type() string { return "http" }
+
+// Stop closes idle connections. Requests are bound to their WriteBatch
+// context, and the runner calls Stop after the last WriteBatch returned, so
+// nothing is in flight.
+func (s *Sink) Stop(context.Context) error {
+	s.stopOnce.Do(s.transport.CloseIdleConnections)
+	return nil
+}
+
+// WriteBatch sends one request per envelope and returns one result per
+// envelope (sinks.md §0.1, §7).
+//
+// With concurrency 1 the messages go in order, and after a Temporary or
+// Destination result the rest are NotAttempted: the endpoint is failing,
+// and sending more would only reorder the stream. With concurrency > 1 up
+// to that many requests are in flight and each message keeps its own
+// result; after a Destination result, messages not yet started are
+// NotAttempted, since the fixed URL fails the same way for all of them.
+func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	results := make([]sink.Result, len(batch))
+	if s.cfg.Concurrency <= 1 || len(batch) == 1 {
+		for i, e := range batch {
+			results[i] = s.write(ctx, e)
+			if o := results[i].Outcome; o == sink.Temporary || o == sink.Destination {
+				notAttempted(results[i+1:], i)
+				break
+			}
+		}
+		return results
+	}
+
+	sem := make(chan struct{}, s.cfg.Concurrency)
+	var (
+		wg     sync.WaitGroup
+		broken atomic.Int64 // index+1 of a Destination result, 0 while none
+	)
+	for i, e := range batch {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if err := ctx.Err(); err != nil {
+			// A slot taken just now is not given back: the semaphore
+			// belongs to this call, and nothing acquires it any more.
+			results[i] = sink.Failed(fmt.Errorf("http sink (stream seq %d): %w", e.StreamSequence, err))
+			continue
+		}
+		if b := broken.Load(); b > 0 {
+			results[i] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch hit a destination failure", b-1)}
+			<-sem
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = s.write(ctx, e)
+			if results[i].Outcome == sink.Destination {
+				broken.CompareAndSwap(0, int64(i)+1)
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+func notAttempted(rs []sink.Result, failed int) {
+	for j := range rs {
+		rs[j] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch failed first", failed)}
+	}
+}
+
+// write builds and sends one message, retrying temporary failures per
+// retry, and returns its result.
+func (s *Sink) write(ctx context.Context, e *sink.Envelope) sink.Result {
+	body, key, err := s.build(e)
+	if err != nil {
+		return sink.Failed(fmt.Errorf("http sink (stream seq %d): %w", e.StreamSequence, err))
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.send(ctx, e, body, key)
+		if err == nil {
+			return sink.Ok
+		}
+		res := sink.Failed(fmt.Errorf("http sink (stream seq %d): %w", e.StreamSequence, err))
+		if res.Outcome != sink.Temporary || attempt > s.cfg.Retry.MaxRetries || ctx.Err() != nil {
+			return res
+		}
+		if serr := s.sleep(ctx, backoff(attempt, s.cfg.Retry, s.jitter())); serr != nil {
+			return res
+		}
+	}
+}
+
+// errBodyTooLarge is the spec's text for an oversized request body.
+var errBodyTooLarge = errors.New("HTTP request body exceeds max_request_bytes")
+
+// build returns the request body and the idempotency key ("" = no header).
+func (s *Sink) build(e *sink.Envelope) ([]byte, string, error) {
+	key, err := s.key(e)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := record.NormalisePayload(e, s.cfg.PayloadMode)
+	if err != nil {
+		return nil, "", err
+	}
+	var doc any = p.Value
+	if s.cfg.BodyFormat == "envelope" {
+		doc = s.envelope(e, p, key)
+	}
+	body := jsonx.Marshal(doc, jsonx.UTF8)
+	if len(body) > s.cfg.MaxRequestBytes {
+		return nil, "", sink.AsPermanentType(sink.SerializationError, errBodyTooLarge)
+	}
+	return body, key, nil
+}
+
+// key returns the idempotency key of e per strategy (data-shapes §5), ""
+// when idempotency is disabled or the material is missing and not
+// required.
+func (s *Sink) key(e *sink.Envelope) (string, error) {
+	id := s.cfg.Idempotency
+	if !id.Enabled {
+		return "", nil
+	}
+	var key string
+	switch id.Strategy {
+	case "stream_sequence":
+		if e.Stream != "" && e.StreamSequence != 0 {
+			key = "stream-sequence:" + e.Stream + ":" + strconv.FormatUint(e.StreamSequence, 10)
+		} else if id.Required {
+			return "", sink.AsPermanent(errors.New("stream_sequence idempotency strategy requires JetStream stream and sequence metadata"))
+		}
+	case "message_id":
+		if e.MessageID != "" {
+			key = "message-id:" + e.MessageID
+		} else if id.Required {
+			return "", sink.AsPermanent(errors.New("message_id idempotency strategy requires a message id"))
+		}
+	case "payload_sha256":
+		// README Q17: hashing the empty body of a headers-only message
+		// would give every such message on a subject the same key, and
+		// the endpoint would drop all but the first as duplicates.
+		if e.Payload.Omitted {
+			return "", sink.AsPermanentType(sink.ValidationError,
+				errors.New("payload_sha256 idempotency key is unavailable because the original payload bytes were omitted"))
+		}
+		sum := sha256.Sum256(e.Data)
+		key = "payload-sha256:" + e.Subject + ":" + hex.EncodeToString(sum[:])
+	default: // idempotency_key
+		k, err := record.CoreKey(e)
+		if err != nil {
+			return "", err
+		}
+		key = k
+	}
+	if key != "" && !validHeaderValue(key) {
+		// A stream name, message id or subject with control characters
+		// cannot travel in a header; sending without the key would break
+		// the duplicate model, so the message is rejected.
+		return "", sink.AsPermanentType(sink.ValidationError, errors.New("idempotency key contains characters not allowed in an HTTP header value"))
+	}
+	return key, nil
+}
+
+// envelope returns the nats_sinks.http.message.v1 document (data-shapes
+// §10) with its members in canonical key order.
+func (s *Sink) envelope(e *sink.Envelope, p record.Payload, key string) jsonx.Object {
+	labels := record.Labels(e)
+	var idem any
+	if key != "" {
+		idem = key
+	}
+	doc := make(jsonx.Object, 0, 20)
+	doc = append(doc,
+		jsonx.Member{Key: "classification", Value: nullable(e.Classification)},
+		jsonx.Member{Key: "consumer", Value: nullable(e.Consumer)},
+		jsonx.Member{Key: "consumer_sequence", Value: nullableSeq(e.ConsumerSequence)},
+	)
+	if s.cfg.IncludeCustody {
+		doc = append(doc, jsonx.Member{Key: "custody"})
+	}
+	doc = append(doc,
+		jsonx.Member{Key: "idempotency_key", Value: idem},
+		jsonx.Member{Key: "labels", Value: record.JoinLabels(labels, ",")},
+		jsonx.Member{Key: "labels_list", Value: labels},
+		jsonx.Member{Key: "message_id", Value: nullable(e.MessageID)},
+	)
+	if s.cfg.IncludeMetadata {
+		doc = append(doc, jsonx.Member{Key: "metadata", Value: record.Metadata(e, s.now(), false)})
+	}
+	if s.cfg.IncludeMissionMetadata {
+		doc = append(doc, jsonx.Member{Key: "mission_metadata"})
+	}
+	doc = append(doc,
+		jsonx.Member{Key: "payload", Value: p.Value},
+		jsonx.Member{Key: "payload_info", Value: p.Info},
+		jsonx.Member{Key: "priority", Value: nullable(e.Priority)},
+		jsonx.Member{Key: "schema", Value: Schema},
+		jsonx.Member{Key: "schema_version", Value: 1},
+	)
+	if s.cfg.IncludeSecurityLabels {
+		doc = append(doc, jsonx.Member{Key: "security_labels"})
+	}
+	return append(doc,
+		jsonx.Member{Key: "stream", Value: nullable(e.Stream)},
+		jsonx.Member{Key: "stream_sequence", Value: nullableSeq(e.StreamSequence)},
+		jsonx.Member{Key: "subject", Value: e.Subject},
+	)
+}
+
+// nullable maps the envelope's "" = unknown convention to null.
+func nullable(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
+// nullableSeq maps sequence 0 (unknown) to null.
+func nullableSeq(n uint64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// statusError is a response whose status is not in success_statuses.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string {
+	return "HTTP sink returned non-success HTTP status " + strconv.Itoa(e.code)
+}
+
+// errResponseTooLarge reports a response body over max_response_bytes.
+var errResponseTooLarge = errors.New("HTTP response body exceeds max_response_bytes")
+
+// send makes one request attempt and returns nil when the endpoint stored
+// the message, else an error classified for sink.Failed.
+func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key string) error {
+	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, s.cfg.Method, s.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build HTTP request: %w", err)
+	}
+	req.Header = s.static.Clone()
+	if key != "" {
+		req.Header.Set(s.cfg.Idempotency.Header, key)
+	}
+	for _, name := range traceHeaders {
+		// A value the transport would refuse is dropped, not sent: broken
+		// trace context must not keep a message from being delivered.
+		if v, ok := e.Headers.Get(name); ok && validHeaderValue(v) {
+			req.Header.Set(name, v)
+		}
+	}
+	start := time.Now()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.reqSeconds.Observe(time.Since(start).Seconds())
+		// Timeouts, refused connections, resets, cancellation: the
+		// outcome is unknown or the endpoint unreachable, so Temporary.
+		// net/http's error includes the method and URL, which carry no
+		// credentials (user-info is rejected at load).
+		return fmt.Errorf("HTTP request: %w", err)
+	}
+	n, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(s.cfg.MaxResponseBytes)+1))
+	resp.Body.Close()
+	s.reqSeconds.Observe(time.Since(start).Seconds())
+	code := resp.StatusCode
+	switch {
+	case s.success[code]:
+		// The response is read before the status is trusted: a body cut
+		// off by a reset or timeout leaves the outcome unknown.
+		if rerr != nil {
+			return fmt.Errorf("read HTTP response (status %d): %w", code, rerr)
+		}
+		if n > int64(s.cfg.MaxResponseBytes) {
+			return fmt.Errorf("status %d: %w", code, errResponseTooLarge)
+		}
+		return nil
+	case s.retry[code]:
+		return &statusError{code}
+	case code == http.StatusUnauthorized, code == http.StatusForbidden,
+		code == http.StatusNotFound, code == http.StatusProxyAuthRequired:
+		// The URL is fixed, so these fail every message alike.
+		return sink.AsDestination(&statusError{code})
+	case code >= 500:
+		// A server error outside retry_statuses says nothing about the
+		// message; dead-lettering it would move the endpoint's problem
+		// into the DLQ. The spec's table says Permanent; we deviate on
+		// purpose (docs/status.md). A message that keeps failing is still
+		// dead-lettered on its last delivery (dead_letter.on_max_deliver).
+		return &statusError{code}
+	default:
+		return sink.AsPermanent(&statusError{code})
+	}
+}
+
+// validHeaderValue reports whether v can be sent as a header value: no
+// control characters other than horizontal tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// backoff returns the delay before retry attempt a (a ≥ 1) with the formula
+// of runtime §5 over the "retry" object's keys: raw delay of the mode,
+// capped at max_backoff_ms, then jittered with u in [0, 1).
+func backoff(a int, r Retry, u float64) time.Duration {
+	if a < 1 {
+		a = 1
+	}
+	b, x := float64(r.BackoffMS), float64(r.MaxBackoffMS)
+	var raw float64
+	switch r.BackoffMode {
+	case "fixed":
+		raw = b
+	case "linear":
+		raw = b * float64(a)
+	default:
+		raw = b * math.Pow(r.BackoffMultiplier, float64(a-1))
+		if math.IsInf(raw, 0) || math.IsNaN(raw) {
+			raw = x
+		}
+	}
+	capped := math.Min(raw, x)
+	if !(capped > 0) {
+		return 0
+	}
+	var ms float64
+	switch r.Jitter {
+	case "none":
+		ms = capped
+	case "equal":
+		ms = capped/2 + capped/2*u
+	default:
+		ms = capped * u
+	}
+	return time.Duration(math.Round(ms * float64(time.Millisecond)))
+}
+
+// jitterDraw returns u = (uniform integer 0..999 999) / 10⁶ from the CSPRNG
+// (runtime §5), or 0.5 should crypto/rand ever fail.
+func jitterDraw() float64 {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return 0.5
+	}
+	return float64(n.Int64()) / 1e6
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
