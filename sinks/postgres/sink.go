@@ -436,10 +436,10 @@ func (t *pgTx) unnest(ctx context.Context, g sqlmodel.Group, st statement) (int6
 	}
 	// Result columns (the returned keys) come back as text.
 	rr := t.conn.PgConn().ExecPrepared(ctx, sd.Name, params, formats, nil)
-	inserted := map[string]bool{}
+	var returned []string
 	for rr.NextRow() {
 		if st.returning {
-			inserted[textKey(rr.Values(), g.Table.Key)] = true
+			returned = append(returned, textKey(rr.Values(), g.Table.Key))
 		}
 	}
 	tag, err := rr.Close()
@@ -447,13 +447,34 @@ func (t *pgTx) unnest(ctx context.Context, g sqlmodel.Group, st statement) (int6
 		return 0, err
 	}
 	if st.returning {
-		for _, r := range g.Rows {
-			if k, hasKey := rowKey(r, g.Table.Key); hasKey && !inserted[k] {
-				r.Duplicate = true
-			}
-		}
+		markDuplicates(g, returned)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// markDuplicates marks the rows of g whose keys the statement did not
+// return as Duplicate. When a returned key matches no row, the key
+// columns' text differs from the bound values (a char(n) column pads
+// them, say): then nothing is marked, which is safe, as both outcomes are
+// acknowledged.
+func markDuplicates(g sqlmodel.Group, returned []string) {
+	keys := make(map[string]bool, len(g.Rows))
+	for _, r := range g.Rows {
+		if k, ok := rowKey(r, g.Table.Key); ok {
+			keys[k] = false
+		}
+	}
+	for _, k := range returned {
+		if _, ok := keys[k]; !ok {
+			return
+		}
+		keys[k] = true
+	}
+	for _, r := range g.Rows {
+		if k, ok := rowKey(r, g.Table.Key); ok && !keys[k] {
+			r.Duplicate = true
+		}
+	}
 }
 
 // stage runs the COPY path (sinks.md §5): a temporary table shaped like
@@ -616,9 +637,14 @@ func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, staging bool, jsonb map[str
 			case f.JSON():
 				sel[f] = c + "::json"
 			}
-			arrays[f] = fmt.Sprintf("$%d::%s", int(f)+1, typ)
+			arrays[f] = fmt.Sprintf("unnest($%d::%s) as %s", int(f)+1, typ, c)
 		}
-		b.WriteString(strings.Join(sel, ", ") + " from unnest(" + strings.Join(arrays, ", ") + ") as u (" + cols + ")")
+		// unnest in a select list (ProjectSet) streams the rows, where
+		// unnest in FROM (a function scan) first copies them all into a
+		// tuplestore: about a tenth of the server's CPU per batch. Both
+		// walk the arrays in lockstep, and every array has one element
+		// per row.
+		b.WriteString(strings.Join(sel, ", ") + " from (select " + strings.Join(arrays, ", ") + ") as u")
 	}
 	key := d.QuoteAll(m.ColumnNames(t.Key))
 	switch m.Mode {

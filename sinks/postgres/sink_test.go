@@ -679,3 +679,70 @@ func routeTo(subject, table, strategy string) sqlmodel.UpsertRoute {
 	return sqlmodel.UpsertRoute{Subject: subject, Table: table,
 		Idempotency: &sqlmodel.Idempotency{Strategy: strategy, Columns: []string{"MESSAGE_ID"}}}
 }
+
+// TestStatementFitsColumnTypes: JSON values are cast to jsonb only for
+// jsonb columns (json and text columns keep the json cast and so the
+// canonical text); a table missing at start is looked up again at the
+// next batch once it exists.
+func TestStatementFitsColumnTypes(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	conn := db(t, dsn)
+	c := baseConfig(t, dsn)
+	c.AutoCreate = false
+	s := open(t, c)
+	casts := func() []string {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return regexp.MustCompile(`"[a-z_]+_json"::jsonb?`).FindAllString(s.sql[s.model.Tables[0]].insert, -1)
+	}
+	allJSON := []string{`"payload_json"::json`, `"headers_json"::json`, `"metadata_json"::json`, `"mission_metadata_json"::json`, `"security_labels_json"::json`}
+	if diff := cmp.Diff(allJSON, casts()); diff != "" {
+		t.Errorf("casts before the table exists (-want +got):\n%s", diff)
+	}
+	if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", `{}`)}); rs[0].Outcome != sink.Destination {
+		t.Fatalf("WriteBatch without the table = %+v, want Destination", rs[0])
+	}
+	_, err := conn.Exec(t.Context(), `create table `+c.Table+` (stream_name text, stream_sequence bigint, subject text,
+		message_id text, priority text, classification text, labels text,
+		message_created_at_epoch_ns bigint, jetstream_timestamp_epoch_ns bigint, received_at_epoch_ns bigint,
+		stored_at_epoch_ns bigint, payload_json jsonb, headers_json json, metadata_json text,
+		mission_metadata_json jsonb, security_labels_json jsonb, primary key (stream_name, stream_sequence))`)
+	must(t, err)
+	if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", `{"b":1,"a":2}`)}); rs[0].Outcome != sink.Committed {
+		t.Fatalf("WriteBatch = %+v", rs[0])
+	}
+	want := []string{`"payload_json"::jsonb`, `"headers_json"::json`, `"metadata_json"::json`, `"mission_metadata_json"::jsonb`, `"security_labels_json"::jsonb`}
+	if diff := cmp.Diff(want, casts()); diff != "" {
+		t.Errorf("casts once the table exists (-want +got):\n%s", diff)
+	}
+	var p, h string
+	must(t, conn.QueryRow(t.Context(), `select payload_json::text, headers_json::text from `+c.Table).Scan(&p, &h))
+	if p != `{"a": 2, "b": 1}` || h != `{}` {
+		t.Errorf("payload, headers = %s, %s", p, h)
+	}
+}
+
+// TestLZ4WhenUnconfigured: the sink's connections compress TOAST values
+// with lz4 when the server supports it and its administrator left the
+// setting at the built-in default, else keep the server's setting.
+func TestLZ4WhenUnconfigured(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	conn := db(t, dsn)
+	var unconfigured bool
+	var server string
+	must(t, conn.QueryRow(t.Context(), `select source = 'default' and 'lz4' = any(enumvals), setting
+		from pg_settings where name = 'default_toast_compression'`).Scan(&unconfigured, &server))
+	want := server
+	if unconfigured {
+		want = "lz4"
+	}
+	s := open(t, baseConfig(t, dsn))
+	c, _, err := s.pool.acquire(t.Context())
+	must(t, err)
+	defer s.pool.release(c, false)
+	var got string
+	must(t, c.QueryRow(t.Context(), "show default_toast_compression").Scan(&got))
+	if got != want {
+		t.Errorf("default_toast_compression on a sink connection = %q, want %q (server %q, unconfigured %v)", got, want, server, unconfigured)
+	}
+}

@@ -72,10 +72,10 @@ func TestDecodeRoutes(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("keys | updates (-want +got):\n%s", diff)
 	}
-	if s := insertSQL(m, m.Tables[3]); s != `insert into "c" ("stream_name", "stream_sequence", "subject", "message_id", "priority", "classification", "labels", "message_created_at_epoch_ns", "jetstream_timestamp_epoch_ns", "received_at_epoch_ns", "stored_at_epoch_ns", "payload_json", "headers_json", "metadata_json", "mission_metadata_json", "security_labels_json") values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict ("message_id") do nothing` {
+	if s := insertSQL(m, m.Tables[3], false); s != `insert into "c" ("stream_name", "stream_sequence", "subject", "message_id", "priority", "classification", "labels", "message_created_at_epoch_ns", "jetstream_timestamp_epoch_ns", "received_at_epoch_ns", "stored_at_epoch_ns", "payload_json", "headers_json", "metadata_json", "mission_metadata_json", "security_labels_json") values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) on conflict ("message_id") do nothing` {
 		t.Errorf("insertSQL(c) = %s", s)
 	}
-	if s := insertSQL(m, m.Tables[0]); !strings.HasSuffix(s, `) on conflict ("stream_name", "stream_sequence") do update set "payload_json" = excluded."payload_json"`) {
+	if s := insertSQL(m, m.Tables[0], false); !strings.HasSuffix(s, `) on conflict ("stream_name", "stream_sequence") do update set "payload_json" = excluded."payload_json"`) {
 		t.Errorf("insertSQL(default) = %s", s)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	msqlite "modernc.org/sqlite"
@@ -34,9 +35,14 @@ type Sink struct {
 	path  string // absolute database path
 	db    *sql.DB
 
-	mu    sync.Mutex // serialises every use of conn and stmts
+	// mu serialises every use of conn and stmts. A write holds it from
+	// Begin to Commit or Rollback only: rows are built before, so that
+	// concurrent WriteBatch calls build theirs while another batch is in
+	// the database (on two cores this overlaps the JSON encoding with
+	// SQLite's work).
+	mu    sync.Mutex
 	conn  *sql.Conn
-	stmts map[*sqlmodel.Table]*sql.Stmt
+	stmts map[*sqlmodel.Table]insert
 	// open is true while a transaction may be open on conn (a failed
 	// ROLLBACK leaves it so); the next Begin rolls it back first.
 	open bool
@@ -75,7 +81,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]*sql.Stmt{}}
+	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}}
 	if s.conn, err = db.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, classify(model.Mode, err))
@@ -134,7 +140,7 @@ func check(c Config) (*sqlmodel.Model, error) {
 func dsn(abs string, c Config) string {
 	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)&_pragma=synchronous(%s)",
-		r.Replace(abs), c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous)) + os.Getenv("XPRAGMA")
+		r.Replace(abs), c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous))
 }
 
 // makeParent creates the database's parent directory when allowed.
@@ -207,18 +213,29 @@ func (s *Sink) Type() string { return "sqlite" }
 func (s *Sink) Path() string { return s.path }
 
 // WriteBatch writes batch in one BEGIN IMMEDIATE … COMMIT transaction
-// (sinks.md §0, §2, §6). Calls are serialised.
+// (sinks.md §0, §2, §6). Transactions are serialised; the rows of
+// concurrent calls are built in parallel.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.w.WriteBatch(ctx, batch)
 }
 
-// begin starts BEGIN IMMEDIATE: the write lock is taken now, so a busy
-// database fails here (Temporary) rather than at the first insert.
+// begin takes mu and starts BEGIN IMMEDIATE: the write lock is taken now,
+// so a busy database fails here (Temporary) rather than at the first
+// insert. mu is released by the Tx's Commit or Rollback (Writer calls
+// exactly one of them after a successful begin), or here on failure.
 func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
+	s.mu.Lock()
+	t, err := s.beginLocked(ctx)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (s *Sink) beginLocked(ctx context.Context) (tx, error) {
 	if s.conn == nil {
-		return nil, errors.New("sqlite sink is stopped")
+		return tx{}, errors.New("sqlite sink is stopped")
 	}
 	if s.open {
 		// A previous ROLLBACK failed: make sure no transaction is left.
@@ -226,12 +243,14 @@ func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
 		s.open = false
 	}
 	if _, err := s.conn.ExecContext(ctx, "begin immediate"); err != nil {
-		return nil, err
+		return tx{}, err
 	}
 	s.open = true
 	return tx{s}, nil
 }
 
+// tx is the transaction open on s.conn; s.mu is held until Commit or
+// Rollback.
 type tx struct{ s *Sink }
 
 // Exec runs the table's prepared statement once per row. SQLite has no
@@ -244,8 +263,25 @@ func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		return 0, err
 	}
 	var affected int64
+	args := make([]any, sqlmodel.NumFields, sqlmodel.NumFields+1)
+	var stamp []byte
+	// The driver watches a cancellable context with a goroutine per
+	// statement; a row takes microseconds, so cancellation is checked
+	// between rows instead, which is as prompt and cheaper.
+	rowCtx := context.WithoutCancel(ctx)
 	for _, r := range g.Rows {
-		res, err := st.ExecContext(ctx, r.Values[:]...)
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		copy(args, r.Values[:])
+		if st.receivedAt {
+			// What the column's default would store, from the same
+			// clock, without SQLite formatting it per row (strftime
+			// took a fifth of the time inside the write lock).
+			stamp = time.Now().UTC().AppendFormat(stamp[:0], receivedAtLayout)
+			args = append(args[:sqlmodel.NumFields], string(stamp))
+		}
+		res, err := st.ExecContext(rowCtx, args...)
 		if err != nil {
 			return 0, fmt.Errorf("stream seq %v: %w", r.Values[sqlmodel.StreamSequence], err)
 		}
@@ -262,8 +298,10 @@ func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 }
 
 // Commit commits without ctx: once the batch is written, an interrupted
-// COMMIT would only turn a likely success into an unknown outcome.
+// COMMIT would only turn a likely success into an unknown outcome. It
+// releases the write mutex.
 func (t tx) Commit(ctx context.Context) error {
+	defer t.s.mu.Unlock()
 	_, err := t.s.conn.ExecContext(context.WithoutCancel(ctx), "commit")
 	if err == nil {
 		t.s.open = false
@@ -271,7 +309,9 @@ func (t tx) Commit(ctx context.Context) error {
 	return err
 }
 
+// Rollback rolls back and releases the write mutex.
 func (t tx) Rollback() error {
+	defer t.s.mu.Unlock()
 	_, err := t.s.conn.ExecContext(context.Background(), "rollback")
 	if err == nil {
 		t.s.open = false
@@ -279,32 +319,94 @@ func (t tx) Rollback() error {
 	return err
 }
 
+// insert is one table's prepared statement.
+type insert struct {
+	*sql.Stmt
+	// receivedAt: the statement binds the received_at column as its last
+	// parameter (see receivedAtDefault).
+	receivedAt bool
+}
+
+// receivedAtDefault is the default of the received_at column in the
+// recommended DDL (data-shapes §9), as PRAGMA table_info reports it, and
+// receivedAtLayout the Go layout of the text it produces: UTC, whole
+// milliseconds, truncated like SQLite's %f.
+const (
+	receivedAtDefault = "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+	receivedAtLayout  = "2006-01-02T15:04:05.000Z"
+)
+
 // stmt returns the table's prepared statement, preparing it on first use.
 // Preparing lazily lets a missing table surface as a Destination result
 // rather than a start failure, and lets a table created later be used.
-func (s *Sink) stmt(ctx context.Context, t *sqlmodel.Table) (*sql.Stmt, error) {
+func (s *Sink) stmt(ctx context.Context, t *sqlmodel.Table) (insert, error) {
 	if st, ok := s.stmts[t]; ok {
 		return st, nil
 	}
-	st, err := s.conn.PrepareContext(ctx, insertSQL(s.model, t))
+	withReceivedAt, err := s.hasReceivedAtDefault(ctx, t)
 	if err != nil {
-		return nil, err
+		return insert{}, err
 	}
-	s.stmts[t] = st
-	return st, nil
+	st, err := s.conn.PrepareContext(ctx, insertSQL(s.model, t, withReceivedAt))
+	if err != nil {
+		return insert{}, err
+	}
+	s.stmts[t] = insert{Stmt: st, receivedAt: withReceivedAt}
+	return s.stmts[t], nil
+}
+
+// hasReceivedAtDefault reports whether t has an unmapped received_at
+// column whose default is exactly the recommended DDL's: then the sink
+// binds the value that default would compute instead of letting SQLite
+// evaluate strftime for every row. Any other column (another default, a
+// user's own schema) is left to the database.
+func (s *Sink) hasReceivedAtDefault(ctx context.Context, t *sqlmodel.Table) (bool, error) {
+	for _, c := range s.model.AllColumns() {
+		if strings.EqualFold(c, "received_at") {
+			return false, nil
+		}
+	}
+	schema, name, ok := strings.Cut(t.Name, ".")
+	if !ok {
+		schema, name = "main", t.Name
+	}
+	// Identifiers passed the allow-list, so they can be bound as the
+	// table-valued pragma's arguments.
+	rows, err := s.conn.QueryContext(ctx, "select name, dflt_value from pragma_table_info(?, ?)", name, schema)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := false
+	for rows.Next() {
+		var col string
+		var dflt sql.NullString
+		if err := rows.Scan(&col, &dflt); err != nil {
+			return false, err
+		}
+		if strings.EqualFold(col, "received_at") {
+			found = dflt.Valid && strings.TrimSpace(dflt.String) == receivedAtDefault
+		}
+	}
+	return found, rows.Err()
 }
 
 // insertSQL is the statement for one row of t (sinks.md §5 shapes with ?
-// placeholders).
-func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table) string {
+// placeholders), with the received_at column bound last when receivedAt.
+func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, receivedAt bool) string {
 	d := m.Dialect
+	n := int(sqlmodel.NumFields)
 	var b strings.Builder
 	b.WriteString("insert into ")
 	b.WriteString(d.Quote(t.Name))
 	b.WriteString(" (")
 	b.WriteString(d.QuoteAll(m.AllColumns()))
+	if receivedAt {
+		b.WriteString(", " + d.Quote("received_at"))
+		n++
+	}
 	b.WriteString(") values (")
-	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", int(sqlmodel.NumFields)), ", "))
+	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", n), ", "))
 	b.WriteString(")")
 	switch m.Mode {
 	case sqlmodel.InsertIgnore:
@@ -368,12 +470,10 @@ func classify(mode sqlmodel.Mode, err error) error {
 // then ROLLBACK. It also prepares each table's statement, so a missing
 // table is reported here too.
 func (s *Sink) Healthcheck(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := writable(s.path); err != nil {
 		return fmt.Errorf("sqlite healthcheck: %w", err)
 	}
-	t, err := s.begin(ctx)
+	t, err := s.begin(ctx) // holds mu until the Rollback below
 	if err != nil {
 		return fmt.Errorf("sqlite healthcheck %s: %w", s.path, classify(s.model.Mode, err))
 	}

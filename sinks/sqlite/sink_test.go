@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -551,5 +552,66 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(snap, name) {
 			t.Errorf("snapshot lacks %s: %s", name, snap)
 		}
+	}
+}
+
+// TestReceivedAt: with the recommended DDL the sink binds received_at
+// itself, in the text the column's default would produce, and an upsert
+// keeps the first value as the default would; a column with another
+// default is left to the database.
+func TestReceivedAt(t *testing.T) {
+	stamp := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+	for _, tt := range []struct {
+		name  string
+		ddl   string // "" = auto_create
+		bound bool
+	}{
+		{"recommended default is bound", "", true},
+		{"other default is left to the database", `create table nats_sink_events (stream_name text, stream_sequence integer,
+			subject text, message_id text, priority text, classification text, labels text,
+			received_at text not null default 'db', message_created_at_epoch_ns integer, jetstream_timestamp_epoch_ns integer,
+			received_at_epoch_ns integer, stored_at_epoch_ns integer, payload_json text, headers_json text, metadata_json text,
+			mission_metadata_json text, security_labels_json text, primary key (stream_name, stream_sequence))`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config(t)
+			if tt.ddl != "" {
+				if err := os.MkdirAll(filepath.Dir(c.Path), 0o750); err != nil {
+					t.Fatal(err)
+				}
+				db, err := sql.Open("sqlite", "file:"+c.Path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.Exec(tt.ddl); err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+				c.AutoCreate = false
+			}
+			s := open(t, c)
+			before := time.Now().UTC().Format(receivedAtLayout)
+			if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
+				t.Fatalf("WriteBatch = %+v", rs[0])
+			}
+			after := time.Now().UTC().Format(receivedAtLayout)
+			if got := s.stmts[s.model.Tables[0]].receivedAt; got != tt.bound {
+				t.Errorf("statement binds received_at = %v, want %v", got, tt.bound)
+			}
+			first := query(t, s.Path(), "select received_at from nats_sink_events")[0][0].(string)
+			if tt.bound && (!stamp.MatchString(first) || first < before || first > after) {
+				t.Errorf("received_at = %q, want a %s stamp between %s and %s", first, receivedAtLayout, before, after)
+			}
+			if !tt.bound && first != "db" {
+				t.Errorf("received_at = %q, want the column default %q", first, "db")
+			}
+			// Redelivery updates the row, not received_at.
+			if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{"v":2}`)}); rs[0].Outcome != sink.Committed {
+				t.Fatalf("second WriteBatch = %+v", rs[0])
+			}
+			if got := query(t, s.Path(), "select received_at from nats_sink_events")[0][0].(string); got != first {
+				t.Errorf("received_at after upsert = %q, want %q kept", got, first)
+			}
+		})
 	}
 }
