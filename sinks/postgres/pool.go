@@ -18,9 +18,6 @@ var errStopped = errors.New("postgres sink is stopped")
 type pool struct {
 	cfg   *pgx.ConnConfig
 	slots chan struct{} // one token per connection that may be open
-	// prepare, when set, runs once on every new connection (session
-	// settings); it must not leave a transaction open.
-	prepare func(context.Context, *pgx.Conn)
 
 	mu     sync.Mutex
 	idle   []*pgx.Conn
@@ -59,9 +56,6 @@ func (p *pool) acquire(ctx context.Context) (c *pgx.Conn, reused bool, err error
 	if err != nil {
 		<-p.slots
 		return nil, false, err
-	}
-	if p.prepare != nil {
-		p.prepare(ctx, c)
 	}
 	return c, false, nil
 }

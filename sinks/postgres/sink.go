@@ -94,7 +94,6 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.sql[t] = statement{insert: insertSQL(model, t, s.staging, nil), returning: returning(model, t)}
 	}
-	s.pool.prepare = preferLZ4
 	if err := s.setup(ctx, c.AutoCreate); err != nil {
 		_ = s.pool.close(context.Background())
 		return nil, err
@@ -255,8 +254,8 @@ func (s *Sink) setup(ctx context.Context, autoCreate bool) error {
 // resolve fits each table's statement to its column types: a JSON value
 // bound for a jsonb column is cast to jsonb directly, which parses it
 // once, where the json cast validates it and the assignment to jsonb
-// parses it again (measured: a third of the server's CPU per batch goes
-// away). A json or text column keeps the json cast, so it stores the
+// parses it again (measured: about a quarter of the server's CPU per
+// batch of 1000 rows goes away). A json or text column keeps the json cast, so it stores the
 // canonical text unchanged, as jsonb would not (it reorders keys).
 // A table that cannot be looked up yet (missing, no privilege, a failed
 // query) keeps the json-cast statement, which works for every column
@@ -311,18 +310,6 @@ where a.attrelid = pg_catalog.to_regclass($1) and a.attnum > 0 and not a.attisdr
 		}
 	}
 	return cols, found && rows.Err() == nil
-}
-
-// preferLZ4 makes TOAST compress with lz4 instead of pglz on a new
-// connection, when the server supports it and its administrator has not
-// chosen a method (the setting's source is still the built-in default).
-// Metadata documents push most rows past the TOAST threshold, and pglz
-// cost about a quarter of the server's CPU per batch; lz4 values are read
-// back transparently (PostgreSQL 14+). A column's own compression setting
-// still wins. Failure is ignored: it only keeps the slower default.
-func preferLZ4(ctx context.Context, conn *pgx.Conn) {
-	_, _ = conn.Exec(ctx, `select pg_catalog.set_config(name, 'lz4', false) from pg_catalog.pg_settings
-where name = 'default_toast_compression' and source = 'default' and 'lz4' = any(enumvals)`, pgx.QueryExecModeExec)
 }
 
 // isAlreadyExists reports the errors a concurrent "create table if not
@@ -531,8 +518,9 @@ const (
 // PostgreSQL's binary array format (array_recv): one one-dimensional
 // array per column, text or bigint, NULL elements for nil values, all in
 // one allocation. pgx's own encoding of []*string arrays reflects on
-// every element and grows its buffer by appending (about 30 ms of CPU per
-// 1000 rows, more than building the rows); this is a single pass.
+// every element and grows its buffer by appending (about 20 ms of CPU per
+// 1000 rows, more than building the rows); this is a single pass
+// (about 3 ms).
 func encodeArrays(rows []*sqlmodel.Row) [][]byte {
 	const header = 20 // ndim, has-null flag, element type, length, lower bound
 	size := int(sqlmodel.NumFields) * header
@@ -637,14 +625,9 @@ func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, staging bool, jsonb map[str
 			case f.JSON():
 				sel[f] = c + "::json"
 			}
-			arrays[f] = fmt.Sprintf("unnest($%d::%s) as %s", int(f)+1, typ, c)
+			arrays[f] = fmt.Sprintf("$%d::%s", int(f)+1, typ)
 		}
-		// unnest in a select list (ProjectSet) streams the rows, where
-		// unnest in FROM (a function scan) first copies them all into a
-		// tuplestore: about a tenth of the server's CPU per batch. Both
-		// walk the arrays in lockstep, and every array has one element
-		// per row.
-		b.WriteString(strings.Join(sel, ", ") + " from (select " + strings.Join(arrays, ", ") + ") as u")
+		b.WriteString(strings.Join(sel, ", ") + " from unnest(" + strings.Join(arrays, ", ") + ") as u (" + cols + ")")
 	}
 	key := d.QuoteAll(m.ColumnNames(t.Key))
 	switch m.Mode {

@@ -721,28 +721,3 @@ func TestStatementFitsColumnTypes(t *testing.T) {
 		t.Errorf("payload, headers = %s, %s", p, h)
 	}
 }
-
-// TestLZ4WhenUnconfigured: the sink's connections compress TOAST values
-// with lz4 when the server supports it and its administrator left the
-// setting at the built-in default, else keep the server's setting.
-func TestLZ4WhenUnconfigured(t *testing.T) {
-	dsn := natstest.Service(t, dsnEnv)
-	conn := db(t, dsn)
-	var unconfigured bool
-	var server string
-	must(t, conn.QueryRow(t.Context(), `select source = 'default' and 'lz4' = any(enumvals), setting
-		from pg_settings where name = 'default_toast_compression'`).Scan(&unconfigured, &server))
-	want := server
-	if unconfigured {
-		want = "lz4"
-	}
-	s := open(t, baseConfig(t, dsn))
-	c, _, err := s.pool.acquire(t.Context())
-	must(t, err)
-	defer s.pool.release(c, false)
-	var got string
-	must(t, c.QueryRow(t.Context(), "show default_toast_compression").Scan(&got))
-	if got != want {
-		t.Errorf("default_toast_compression on a sink connection = %q, want %q (server %q, unconfigured %v)", got, want, server, unconfigured)
-	}
-}

@@ -1,0 +1,38 @@
+package sqlmodel
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// BenchmarkBuildRow is the Go cost of one SQL row: payload normalisation
+// and the three JSON documents, for a 256-byte JSON payload as in
+// `nats-sink bench`.
+func BenchmarkBuildRow(b *testing.B) {
+	sh := DefaultShared[UpsertRoute](Postgres)
+	m, err := sh.Compile(Postgres, Options{Mode: Upsert})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := `{"n":0000000001,"pad":"` + strings.Repeat("x", 256-len(`{"n":0000000000,"pad":""}`)) + `"}`
+	envs := make([]*sink.Envelope, 1000)
+	for i := range envs {
+		envs[i] = intake.Build(intake.Message{
+			Subject: "bench.x",
+			Reply:   fmt.Sprintf("$JS.ACK.B.c.1.%d.%d.1780048800123456000.0", i+1, i+1),
+			Data:    []byte(body),
+		}, nil, goldenReceived)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := m.BuildRow(envs[i%len(envs)], goldenStored); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
