@@ -21,6 +21,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
+	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
@@ -198,10 +199,19 @@ func consumerSpec(cfg *config.Config) runner.ConsumerSpec {
 }
 
 // openSink opens the configured sink, passing runtime settings the sink
-// needs from other sections. m may be nil (test-sink).
-func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics) (sink.Sink, error) {
+// needs from other sections. m and nc may be nil (test-sink).
+func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, nc *nats.Conn) (sink.Sink, error) {
 	var op sink.Opener
 	switch c := cfg.Sink.Opener.(type) {
+	case natssink.Config:
+		// connection null reuses the source connection; the loop check
+		// needs the source consumer's filters.
+		c.Metrics, c.Source = m, nc
+		c.SourceFilters = cfg.ConsumerManagement.FilterSubjects
+		if len(c.SourceFilters) == 0 {
+			c.SourceFilters = []string{cfg.NATS.Subject}
+		}
+		op = c
 	case file.Config:
 		// Stale temp files are only removed when older than twice the drain
 		// bound, so another live process's temp file is never touched.
@@ -276,20 +286,37 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 		}
 	}
 
-	// Step 5: the sink.
-	if o.sink != nil {
-		p.sink = o.sink
-	} else if p.sink, err = openSink(ctx, cfg, p.metrics); err != nil {
-		return nil, classify(fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err))
+	// Steps 5 and 6: the sink and NATS. A NATS republish sink may reuse the
+	// source connection, so it opens after the connection; every other sink
+	// opens first, as runtime §2 orders it.
+	openTheSink := func() error {
+		if o.sink != nil {
+			p.sink = o.sink
+			return nil
+		}
+		var err error
+		if p.sink, err = openSink(ctx, cfg, p.metrics, p.nc); err != nil {
+			return classify(fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err))
+		}
+		return nil
 	}
-
-	// Step 6: NATS.
+	sinkNeedsConn := cfg.Sink.Type == "nats"
+	if !sinkNeedsConn {
+		if err := openTheSink(); err != nil {
+			return nil, err
+		}
+	}
 	if o.conn != nil {
 		p.nc = o.conn
 	} else {
 		p.nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
 		if err != nil {
 			return nil, runtimeFailure(fmt.Errorf("connect to NATS: %w", err))
+		}
+	}
+	if sinkNeedsConn {
+		if err := openTheSink(); err != nil {
+			return nil, err
 		}
 	}
 	p.metrics.NATSConnected.Set(1)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -38,7 +42,21 @@ func runTestSink(env *Env, args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := openSink(ctx, cfg, nil)
+	// A NATS republish sink may reuse the source connection: give it one.
+	var nc *nats.Conn
+	if cfg.Sink.Type == "nats" {
+		m, _ := telemetry.NewMetrics(nil, cfg.Metrics.Namespace)
+		opts, err := natsOptions(&cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "ERROR"), m)
+		if err != nil {
+			return sinkOpenFailure(env, err, "Sink test failed")
+		}
+		if nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), opts...); err != nil {
+			fmt.Fprintf(env.Stderr, "Sink test failed: connect to NATS: %v\n", err)
+			return exitRuntime
+		}
+		defer nc.Close()
+	}
+	s, err := openSink(ctx, cfg, nil, nc)
 	if err != nil {
 		return sinkOpenFailure(env, err, "Sink test failed")
 	}

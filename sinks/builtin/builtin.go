@@ -8,6 +8,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
+	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
@@ -19,6 +20,7 @@ func Registry() *sink.Registry {
 	r.Register("file", file.Decode)
 	r.Register("http", httpsink.Decode)
 	r.Register("mysql", mysql.Decode)
+	r.Register("nats", natssink.Decode)
 	r.Register("oracle", oracle.Decode)
 	r.Register("postgres", postgres.Decode)
 	r.Register("sqlite", sqlite.Decode)
@@ -29,11 +31,12 @@ func Registry() *sink.Registry {
 // configuration; the JSON Schema generator reads the struct tags.
 func Prototypes() map[string]any {
 	fileDefault, httpDefault, mysqlDefault, oracleDefault := file.Default(), httpsink.Default(), mysql.Default(), oracle.Default()
-	postgresDefault, sqliteDefault := postgres.Default(), sqlite.Default()
+	natsDefault, postgresDefault, sqliteDefault := natssink.Default(), postgres.Default(), sqlite.Default()
 	return map[string]any{
 		"file":     &fileDefault,
 		"http":     &httpDefault,
 		"mysql":    &mysqlDefault,
+		"nats":     &natsDefault,
 		"oracle":   &oracleDefault,
 		"postgres": &postgresDefault,
 		"sqlite":   &sqliteDefault,

@@ -1,0 +1,173 @@
+package natssink
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Schema is the schema name of envelope bodies (data-shapes §13).
+const Schema = "nats_sinks.nats.message.v1"
+
+// Header names the sink sets on every republished message (data-shapes §13).
+const (
+	HeaderMsgID            = "Nats-Msg-Id"
+	HeaderOriginalSubject  = "Nats-Sinks-Original-Subject"
+	HeaderOriginalStream   = "Nats-Sinks-Original-Stream"
+	HeaderOriginalSequence = "Nats-Sinks-Original-Sequence"
+	HeaderExpectedStream   = "Nats-Expected-Stream"
+)
+
+// traceHeaders carry W3C trace context. Tracing is not implemented, so they
+// are copied verbatim from the original message (observability §4, tracing
+// disabled), whether or not forward_headers is on.
+var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
+
+// target returns the subject e is republished to.
+func (c *Config) target(e *sink.Envelope) string {
+	if c.Subject != nil {
+		return *c.Subject
+	}
+	return *c.SubjectPrefix + "." + e.Subject
+}
+
+// probeSubject is the subject whose stream Start and Healthcheck look up:
+// the literal subject, or <prefix>.healthcheck (sinks.md §10).
+func (c *Config) probeSubject() string {
+	if c.Subject != nil {
+		return *c.Subject
+	}
+	return *c.SubjectPrefix + ".healthcheck"
+}
+
+// Message builds the message e is republished as (data-shapes §13):
+// subject, body and headers. storedAt is the time the envelope body's
+// metadata is built. Errors are Permanent (sink.Failed classifies them):
+// no idempotency key (ValidationError) or a payload that cannot be
+// normalised for the envelope body (SerializationError).
+func (c *Config) Message(e *sink.Envelope, storedAt time.Time) (*nats.Msg, error) {
+	key, err := record.CoreKey(e)
+	if err != nil {
+		return nil, err
+	}
+	m := &nats.Msg{Subject: c.target(e), Header: c.headers(e, key)}
+	if c.BodyFormat == "envelope" {
+		p, err := record.NormalisePayload(e, c.PayloadMode)
+		if err != nil {
+			return nil, err
+		}
+		m.Data = jsonx.Marshal(Envelope(e, p, key, storedAt), jsonx.ASCII)
+	} else {
+		// raw: the delivered bytes unchanged, as the spec says; for a
+		// headers-only delivery that is the empty body.
+		m.Data = e.Data
+	}
+	return m, nil
+}
+
+// headers returns the republished message's headers: when forward_headers,
+// the original ones except Nats-* names (which would steer the target
+// stream: dedupe, expectations, TTL, rollups) and the trace headers, then
+// the sink's own, then the trace headers and Nats-Expected-Stream.
+func (c *Config) headers(e *sink.Envelope, key string) nats.Header {
+	h := make(nats.Header, len(e.Headers)+6)
+	if c.ForwardHeaders {
+		for name, v := range e.Headers {
+			if hasPrefixFold(name, "nats-") || isTraceHeader(name) {
+				continue
+			}
+			h[name] = []string{v}
+		}
+	}
+	h[HeaderMsgID] = []string{key}
+	h[HeaderOriginalSubject] = []string{e.Subject}
+	// The spec omits an unknown sequence; an unknown stream is omitted too,
+	// since an empty value would only look like a stream name.
+	if e.Stream != "" {
+		h[HeaderOriginalStream] = []string{e.Stream}
+	}
+	if e.StreamSequence != 0 {
+		h[HeaderOriginalSequence] = []string{strconv.FormatUint(e.StreamSequence, 10)}
+	}
+	for _, name := range traceHeaders {
+		if v, ok := e.Headers.Get(name); ok {
+			h[name] = []string{v}
+		}
+	}
+	if c.ExpectedStream != nil {
+		h[HeaderExpectedStream] = []string{*c.ExpectedStream}
+	}
+	return h
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func isTraceHeader(name string) bool {
+	for _, t := range traceHeaders {
+		if strings.EqualFold(name, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Envelope returns the nats_sinks.nats.message.v1 body for e (data-shapes
+// §13): the HTTP envelope of §10 with its schema changed. The HTTP sink's
+// include_* options default to true and the nats sink has none, so
+// metadata (§3, without custody), mission_metadata, security_labels and
+// custody are always present; idempotency_key is the core key (the
+// Nats-Msg-Id) and labels keep the HTTP envelope's ","-joined form.
+// Encode it with the ascii flavour.
+func Envelope(e *sink.Envelope, p record.Payload, key string, storedAt time.Time) jsonx.Object {
+	labels := record.Labels(e)
+	return jsonx.Object{
+		{Key: "classification", Value: nullable(e.Classification)},
+		{Key: "consumer", Value: nullable(e.Consumer)},
+		{Key: "consumer_sequence", Value: seqValue(e.ConsumerSequence)},
+		{Key: "custody"},
+		{Key: "idempotency_key", Value: key},
+		{Key: "labels", Value: record.JoinLabels(labels, ",")},
+		{Key: "labels_list", Value: labels},
+		{Key: "message_id", Value: nullable(e.MessageID)},
+		{Key: "metadata", Value: record.Metadata(e, storedAt, false)},
+		{Key: "mission_metadata"},
+		{Key: "payload", Value: p.Value},
+		{Key: "payload_info", Value: p.Info},
+		{Key: "priority", Value: nullable(e.Priority)},
+		{Key: "schema", Value: Schema},
+		{Key: "schema_version", Value: 1},
+		{Key: "security_labels"},
+		{Key: "stream", Value: nullable(e.Stream)},
+		{Key: "stream_sequence", Value: seqValue(e.StreamSequence)},
+		{Key: "subject", Value: e.Subject},
+	}
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func seqValue(n uint64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// errorf wraps err with the message's origin; the text names the subject
+// and stream sequence only, never payload or header values.
+func errorf(e *sink.Envelope, target string, err error) error {
+	return fmt.Errorf("republish to %s (stream seq %d): %w", target, e.StreamSequence, err)
+}

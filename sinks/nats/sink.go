@@ -1,0 +1,305 @@
+package natssink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/internal/subject"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+var (
+	_ sink.Sink          = (*Sink)(nil)
+	_ sink.HealthChecker = (*Sink)(nil)
+)
+
+// Sink republishes messages to JetStream. It is safe for concurrent
+// WriteBatch calls: they share one JetStream publisher and one bound on
+// outstanding publishes (max_concurrent_publishes).
+type Sink struct {
+	cfg    Config
+	nc     *nats.Conn
+	ownsNC bool // nc was opened by the sink (connection set); Stop closes it
+	js     jetstream.JetStream
+	stream string // the stream found at start for the probe subject
+
+	// slots bounds outstanding publishes across all WriteBatch calls.
+	slots chan struct{}
+
+	seconds *telemetry.Histogram
+	dups    *telemetry.Counter
+	now     func() time.Time
+
+	// afterPublish, when set by a test, runs after message i of a batch
+	// was handed to the connection.
+	afterPublish func(i int)
+
+	stopOnce sync.Once
+}
+
+// New starts a nats sink: it checks c, applies the loop rule against the
+// source filters, connects (or reuses the source connection), and looks up
+// the stream that stores the target. Invalid values are a *sink.ConfigError;
+// a loop, a missing source connection, an unresolvable secret and a target
+// that no stream stores are errors wrapping sink.ErrConfig.
+func New(ctx context.Context, c Config) (*Sink, error) {
+	if probs := c.problems(); probs != nil {
+		return nil, &sink.ConfigError{Problems: probs}
+	}
+	if err := c.checkLoop(); err != nil {
+		return nil, err
+	}
+	s := &Sink{cfg: c, slots: make(chan struct{}, c.MaxConcurrentPublishes), now: time.Now}
+	if c.Connection == nil {
+		if c.Source == nil {
+			return nil, fmt.Errorf("nats sink: connection is null and there is no source connection to reuse: %w", sink.ErrConfig)
+		}
+		s.nc = c.Source
+	} else {
+		opts, err := c.Connection.options(c.Env)
+		if err != nil {
+			return nil, err
+		}
+		nc, err := nats.Connect(strings.Join(c.Connection.Servers(), ","), opts...)
+		if err != nil {
+			// The error names no URL: the URL may carry a token.
+			return nil, fmt.Errorf("nats sink: connect: %w", err)
+		}
+		s.nc, s.ownsNC = nc, true
+	}
+	var err error
+	s.js, err = c.Connection.jetStream(s.nc,
+		// The sink's own bound (slots) keeps outstanding publishes at
+		// max_concurrent_publishes; twice that leaves room for publishes
+		// whose waiter gave up on a cancelled context but whose PubAck
+		// timer still runs.
+		jetstream.WithPublishAsyncMaxPending(2*c.MaxConcurrentPublishes),
+		jetstream.WithPublishAsyncTimeout(time.Duration(c.PublishTimeoutMS)*time.Millisecond),
+	)
+	if err == nil {
+		s.stream, err = s.lookup(ctx)
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	// A second sink on the same Metrics (test-sink, then run) finds the
+	// names taken; its metrics are then no-ops rather than a failed start.
+	s.seconds, _ = c.Metrics.NewHistogram("nats_republish_seconds", "Time from a republish to its PubAck.", nil)
+	s.dups, _ = c.Metrics.NewCounter("nats_republish_duplicates_total", "Republished messages the target stream reported as duplicates.")
+	return s, nil
+}
+
+// checkLoop refuses a target that the source consumer's filters would
+// deliver again (sinks.md §10): every republished message would be read,
+// republished under a new stream sequence (so a new Nats-Msg-Id), and read
+// again, forever.
+func (c *Config) checkLoop() error {
+	for _, f := range c.SourceFilters {
+		var loops bool
+		if c.Subject != nil {
+			loops = subject.Match(f, *c.Subject)
+		} else {
+			// Targets are <prefix>.<S> for subjects S the filters deliver.
+			for _, g := range c.SourceFilters {
+				loops = loops || overlap(f, *c.SubjectPrefix+"."+g)
+			}
+		}
+		if loops {
+			return fmt.Errorf("nats sink: target subject %s would be consumed again by source filter %s (republish loop): %w",
+				c.probeTarget(), f, sink.ErrConfig)
+		}
+	}
+	return nil
+}
+
+// probeTarget names the target in messages: the subject, or prefix.>.
+func (c *Config) probeTarget() string {
+	if c.Subject != nil {
+		return *c.Subject
+	}
+	return *c.SubjectPrefix + ".>"
+}
+
+// overlap reports whether some subject matches both patterns.
+func overlap(a, b string) bool {
+	for {
+		at, arest, amore := strings.Cut(a, ".")
+		bt, brest, bmore := strings.Cut(b, ".")
+		switch {
+		case at == ">" || bt == ">":
+			return true
+		case at != "*" && bt != "*" && at != bt:
+			return false
+		case !amore || !bmore:
+			return amore == bmore
+		}
+		a, b = arest, brest
+	}
+}
+
+// lookup returns the stream storing the probe subject. None, or one other
+// than expected_stream, is a configuration error.
+func (s *Sink) lookup(ctx context.Context) (string, error) {
+	probe := s.cfg.probeSubject()
+	name, err := s.js.StreamNameBySubject(ctx, probe)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return "", fmt.Errorf("nats sink: no JetStream stream stores subject %s: %w", probe, sink.ErrConfig)
+	case err != nil:
+		return "", fmt.Errorf("nats sink: look up the stream storing %s: %w", probe, err)
+	case s.cfg.ExpectedStream != nil && name != *s.cfg.ExpectedStream:
+		return "", fmt.Errorf("nats sink: subject %s is stored by stream %s, not expected_stream %s: %w",
+			probe, name, *s.cfg.ExpectedStream, sink.ErrConfig)
+	}
+	return name, nil
+}
+
+// Type returns "nats".
+func (s *Sink) Type() string { return "nats" }
+
+// Stream returns the name of the stream found at start for the target.
+func (s *Sink) Stream() string { return s.stream }
+
+// inflight is one published message waiting for its PubAck.
+type inflight struct {
+	i      int
+	target string
+	paf    jetstream.PubAckFuture
+	start  time.Time
+}
+
+// WriteBatch republishes each envelope and returns one result per envelope
+// once its own PubAck (or failure) is known. Publishes are pipelined: up to
+// max_concurrent_publishes are outstanding at once, in batch order, while
+// one goroutine collects their acknowledgements.
+func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	results := make([]sink.Result, len(batch))
+	pending := make(chan inflight, min(len(batch), cap(s.slots)))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for f := range pending {
+			results[f.i] = s.await(ctx, batch[f.i], f)
+			<-s.slots
+		}
+	})
+	storedAt := s.now()
+	for i, e := range batch {
+		m, err := s.cfg.Message(e, storedAt)
+		if err != nil {
+			results[i] = sink.Failed(fmt.Errorf("nats sink (stream seq %d): %w", e.StreamSequence, err))
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			results[i] = sink.Failed(errorf(e, m.Subject, err))
+			continue
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			results[i] = sink.Failed(errorf(e, m.Subject, ctx.Err()))
+			continue
+		}
+		start := time.Now()
+		paf, err := s.js.PublishMsgAsync(m)
+		if err != nil {
+			<-s.slots
+			results[i] = sink.Failed(errorf(e, m.Subject, s.classify(err, m.Subject)))
+			continue
+		}
+		pending <- inflight{i: i, target: m.Subject, paf: paf, start: start}
+		if s.afterPublish != nil {
+			s.afterPublish(i)
+		}
+	}
+	close(pending)
+	wg.Wait()
+	return results
+}
+
+// await waits for f's PubAck. A duplicate PubAck means the target stream
+// already holds the message (a redelivery inside its duplicate window).
+func (s *Sink) await(ctx context.Context, e *sink.Envelope, f inflight) sink.Result {
+	select {
+	case ack := <-f.paf.Ok():
+		s.seconds.Observe(time.Since(f.start).Seconds())
+		if ack.Duplicate {
+			s.dups.Inc()
+			return sink.Result{Outcome: sink.Duplicate}
+		}
+		return sink.Ok
+	case err := <-f.paf.Err():
+		return sink.Failed(errorf(e, f.target, s.classify(err, f.target)))
+	case <-ctx.Done():
+		// The publish may still be stored: unknown outcome, so Temporary;
+		// the redelivery is absorbed by the duplicate window.
+		return sink.Failed(errorf(e, f.target, fmt.Errorf("waiting for PubAck: %w", ctx.Err())))
+	}
+}
+
+// JetStream API error codes the sink classifies (nats-server errors.json).
+const (
+	codeStreamNotMatch = 10060 // Nats-Expected-Stream names another stream
+	codeSealed         = 10109 // stream sealed: no message can be stored
+)
+
+// classify marks a publish error per sinks.md §10: a message over the
+// server's or stream's maximum is Permanent; no stream answering, an
+// expected-stream mismatch, a sealed stream and a permission violation are
+// Destination (they hit every message); timeouts, disconnections and
+// everything else are Temporary.
+func (s *Sink) classify(err error, target string) error {
+	var api *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		return sink.AsPermanent(err)
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrPermissionViolation):
+		return sink.AsDestination(err)
+	case errors.As(err, &api) && (api.ErrorCode == codeStreamNotMatch || api.ErrorCode == codeSealed):
+		return sink.AsDestination(err)
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
+		// The server answers a denied publish with an asynchronous -ERR
+		// and drops the message, so the publish only times out; the
+		// connection's last error tells the two apart.
+		if last := s.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) &&
+			strings.Contains(strings.ToLower(last.Error()), strings.ToLower(`publish to "`+target+`"`)) {
+			return sink.AsDestination(fmt.Errorf("%w (%w)", err, last))
+		}
+	}
+	return err
+}
+
+// Healthcheck looks up the stream that stores the target subject
+// (<prefix>.healthcheck for subject_prefix), as Start does.
+func (s *Sink) Healthcheck(ctx context.Context) error {
+	_, err := s.lookup(ctx)
+	return err
+}
+
+// Stop releases the publisher. A connection the sink opened is closed; the
+// source connection is left to its owner. The runner calls Stop once, after
+// the last WriteBatch; later calls do nothing.
+func (s *Sink) Stop(ctx context.Context) error {
+	s.stopOnce.Do(s.close)
+	return nil
+}
+
+func (s *Sink) close() {
+	if s.js != nil {
+		// Unsubscribes the PubAck reply subscription, which would
+		// otherwise stay on a shared source connection.
+		s.js.CleanupPublisher()
+	}
+	if s.ownsNC {
+		s.nc.Close()
+	}
+}
