@@ -52,6 +52,9 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		return nil
 	})
+	// The last kill may have come after everything was written: wait until
+	// this process is up and fetching, so SIGTERM tests the graceful stop.
+	waitFetching(t, js, "CRASH", "crash-file")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

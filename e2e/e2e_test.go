@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,25 +48,62 @@ func TestMain(m *testing.M) {
 // process is one running `nats-sink run`.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan error
+	stdout, stderr syncBuffer
+	done           chan struct{} // closed when the process has exited
 }
 
+// syncBuffer is a bytes.Buffer that the process's output goroutines write
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start runs `nats-sink run configPath` and returns once the process has
+// printed its "Active sink:" line, which it does after taking over SIGINT
+// and SIGTERM: a test that signals it from then on tests the graceful stop,
+// not the default termination of a process still starting.
 func start(t *testing.T, configPath string) *process {
 	t.Helper()
-	p := &process{done: make(chan error, 1)}
+	p := &process{done: make(chan struct{})}
 	p.cmd = exec.Command(binary, "run", configPath)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start nats-sink: %v", err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.done:
+		default:
 			p.cmd.Process.Kill()
 			<-p.done
 		}
 	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.stdout.String(), "Active sink:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-sink printed no \"Active sink:\" line within 30s\nstderr:\n%s", p.stderr.String())
+		}
+		select {
+		case <-p.done:
+			return p // exited early (a configuration-error test): the caller checks
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return p
 }
 
@@ -121,6 +159,26 @@ func ackState(ctx context.Context, js jetstream.JetStream, stream, consumer stri
 		return 0, 0, err
 	}
 	return info.AckFloor.Stream, info.NumAckPending, nil
+}
+
+// waitFetching waits until the consumer has a waiting pull request: the
+// process under test has started and its runner is fetching.
+func waitFetching(t *testing.T, js jetstream.JetStream, stream, consumer string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err == nil {
+			if info, err := c.Info(ctx); err == nil && info.NumWaiting > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer %s/%s: no pull request within 30s", stream, consumer)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // checkFiles asserts that dir holds exactly one record file per stream

@@ -16,6 +16,13 @@ import (
 )
 
 func runRun(env *Env, args []string) int {
+	// Take over SIGINT/SIGTERM first: a signal that arrives while the
+	// configuration loads or the connection opens must still mean a
+	// graceful stop (exit 0), not the default termination.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	fs := newFlags(env, "run", "CONFIG [--log-level LEVEL] [--dry-run]")
 	logLevel := fs.String("log-level", "", "override logging.level (DEBUG, INFO, WARNING, ERROR, CRITICAL)")
 	dryRun := fs.Bool("dry-run", false, "validate and stop before opening NATS or sink connections")
@@ -46,9 +53,6 @@ func runRun(env *Env, args []string) int {
 
 	// First SIGINT/SIGTERM: graceful drain. Second: exit 1 at once, nothing
 	// further acknowledged (runtime §14).
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan int, 1)
