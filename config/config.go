@@ -172,7 +172,7 @@ func OverrideVariables() []string {
 // §1.3 coercions turn them into the declared types.
 func applyOverrides(root map[string]any, env Env, p *fields.Problems) {
 	for _, o := range overrides() {
-		v, ok := env.lookup(o.name)
+		v, ok := env.Lookup(o.name)
 		if !ok {
 			continue
 		}

@@ -33,7 +33,8 @@ func (s Secret) Reveal() string { return string(s) }
 // Env looks up an environment variable; nil means os.LookupEnv.
 type Env func(name string) (string, bool)
 
-func (e Env) lookup(name string) (string, bool) {
+// Lookup returns the variable's value and whether it is set.
+func (e Env) Lookup(name string) (string, bool) {
 	if e == nil {
 		return os.LookupEnv(name)
 	}
@@ -54,7 +55,7 @@ func ResolveSecret(path string, value *Secret, envName, fileName *string, env En
 	case value != nil:
 		return *value, true, nil
 	case envName != nil:
-		v, found := env.lookup(*envName)
+		v, found := env.Lookup(*envName)
 		if !found {
 			return "", false, &Error{Problems: []Problem{{Path: path + "_env", Message: fmt.Sprintf("environment variable %s is not set", *envName)}}}
 		}
