@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,10 +60,7 @@ func TestMachineServer(t *testing.T) {
 		}
 		return nil
 	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 	checkFiles(t, out, stream, n)
 
 	dlqStream, err := js.Stream(ctx, stream+"_DLQ")

@@ -121,6 +121,17 @@ func (p *process) wait(t *testing.T, d time.Duration) int {
 	}
 }
 
+// stop sends SIGTERM and expects a graceful exit (code 0) within 20 s.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0\nstderr:\n%s", code, p.stderr.String())
+	}
+}
+
 func (p *process) kill(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -191,12 +190,7 @@ func TestHTTPCrashRedelivery(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 	is.check(t, n)
 }
 
@@ -253,11 +247,6 @@ func TestHTTPStallHoldsAcks(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 	is.check(t, n)
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,10 +68,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if floor, pending, err := ackState(context.Background(), js, "MET", "met-file"); err != nil || floor != n || pending != 0 {
 		t.Errorf("ack floor %d, pending %d (%v); want %d, 0", floor, pending, err, n)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 }
 
 func freeAddr(t *testing.T) string {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,12 +147,7 @@ func TestMySQLCrashRecovery(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 
 	var total, distinct int
 	if err := db.admin.QueryRowContext(ctx, "select count(*), count(distinct STREAM_NAME, STREAM_SEQUENCE) from `"+table+"`").Scan(&total, &distinct); err != nil {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,12 +78,7 @@ func TestNATSRepublishCrash(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 
 	if got := count(); got != n {
 		t.Errorf("target stream holds %d messages, want exactly %d", got, n)

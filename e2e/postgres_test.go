@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -108,17 +107,6 @@ func waitDone(t *testing.T, js jetstream.JetStream, stream, consumer string, n i
 	})
 }
 
-// stopGracefully sends SIGTERM and expects exit code 0.
-func stopGracefully(t *testing.T, p *process) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("exit code after SIGTERM = %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
-}
-
 // TestPostgresCrashRecovery SIGKILLs the binary twice while it writes
 // 5,000 messages into PostgreSQL, restarts it, and checks that the table
 // holds each message exactly once with the published payload.
@@ -160,7 +148,7 @@ func TestPostgresCrashRecovery(t *testing.T) {
 
 	p := start(t, cfg)
 	waitDone(t, js, "PGCRASH", "pgcrash", n, 3*time.Minute)
-	stopGracefully(t, p)
+	p.stop(t)
 	checkRows(t, dsn, table, "PGCRASH", "pgcrash.events", n)
 }
 
@@ -221,6 +209,6 @@ func TestPostgresOutage(t *testing.T) {
 
 	cl.Start()
 	waitDone(t, js, "PGDOWN", "pgdown", n, 2*time.Minute)
-	stopGracefully(t, p)
+	p.stop(t)
 	checkRows(t, dsn, table, "PGDOWN", "pgdown.events", n)
 }

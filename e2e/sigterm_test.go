@@ -69,9 +69,6 @@ func TestSIGTERMDrain(t *testing.T) {
 		}
 		return nil
 	})
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if code := p.wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("second run: exit code %d, want 0\nstderr:\n%s", code, p.stderr.String())
-	}
+	p.stop(t)
 	checkFiles(t, out, "TERM", n)
 }
