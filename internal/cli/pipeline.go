@@ -19,12 +19,7 @@ import (
 	"github.com/nats-sinks/nats-sink/runner"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
-	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
-	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
-	"github.com/nats-sinks/nats-sink/sinks/oracle"
-	"github.com/nats-sinks/nats-sink/sinks/postgres"
-	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
 // startError is a start-up failure with its exit class: configuration
@@ -206,7 +201,7 @@ func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, nc 
 	case natssink.Config:
 		// connection null reuses the source connection; the loop check
 		// needs the source consumer's filters.
-		c.Metrics, c.Source = m, nc
+		c.Source = nc
 		c.SourceFilters = cfg.ConsumerManagement.FilterSubjects
 		if len(c.SourceFilters) == 0 {
 			c.SourceFilters = []string{cfg.NATS.Subject}
@@ -217,23 +212,13 @@ func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, nc 
 		// bound, so another live process's temp file is never touched.
 		c.TempMaxAge = 2 * ms(max(cfg.Delivery.ShutdownTimeoutMS, 1000))
 		op = c
-	case sqlite.Config:
-		c.Metrics = m
-		op = c
-	case postgres.Config:
-		c.Metrics = m
-		op = c
-	case mysql.Config:
-		c.Metrics = m
-		op = c
-	case oracle.Config:
-		c.Metrics = m
-		op = c
-	case httpsink.Config:
-		c.Metrics = m
-		op = c
 	default:
 		op = c
+	}
+	if wm, ok := op.(interface {
+		WithMetrics(*telemetry.Metrics) sink.Opener
+	}); ok {
+		op = wm.WithMetrics(m)
 	}
 	return op.Open(ctx)
 }

@@ -361,3 +361,10 @@ func sortedKeys(m map[string]string) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
+// for every sink that has metrics of its own.
+func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
+	c.Metrics = m
+	return c
+}

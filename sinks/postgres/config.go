@@ -152,3 +152,10 @@ func (c Config) Open(ctx context.Context) (sink.Sink, error) {
 	}
 	return s, nil
 }
+
+// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
+// for every sink that has metrics of its own.
+func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
+	c.Metrics = m
+	return c
+}
