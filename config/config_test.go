@@ -314,6 +314,11 @@ func TestProblems(t *testing.T) {
 			{Path: "tracing.service_name", Message: "must not be empty"},
 			{Path: "tracing.headers_env.X-Key", Message: `must match ^[A-Z_][A-Z0-9_]{0,127}$ (got "bad-name")`},
 		}},
+		{"tracing grpc path", doc("", `"tracing": {"exporter": "otlp-grpc", "endpoint": "http://collector:4317/v1/traces"}`), []Problem{
+			{Path: "tracing.endpoint", Message: `must not include a path with exporter "otlp-grpc"`}}},
+		{"tracing query", doc("", `"tracing": {"endpoint": "https://collector:4318/v1/traces?x=1"}`), []Problem{
+			{Path: "tracing.endpoint", Message: "must not include a query or fragment"}}},
+		{"tracing http path ok", doc("", `"tracing": {"endpoint": "https://collector:4318/custom/traces"}`), nil},
 		{"tracing ok", doc("", `"tracing": {"enabled": true, "exporter": "otlp-grpc", "endpoint": "http://collector:4317", "headers_env": {"Authorization": "OTLP_AUTH"}}`), nil},
 
 		// §9 unsupported sections and sink types

@@ -499,6 +499,12 @@ func (t *Tracing) validate(p *fields.Problems) {
 			p.Add(path, "must not include credentials; use tracing.headers_env")
 		case u.Port() != "" && !validPort(u.Port()):
 			p.Addf(path, "port must be between 1 and 65535 (got %q)", u.Port())
+		case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(*t.Endpoint, "?") || strings.HasSuffix(*t.Endpoint, "#"):
+			p.Add(path, "must not include a query or fragment")
+		case t.Exporter == "otlp-grpc" && u.Path != "" && u.Path != "/":
+			// gRPC addresses a service, not a path: a path here is a
+			// mistake (usually an HTTP endpoint given to the gRPC exporter).
+			p.Add(path, `must not include a path with exporter "otlp-grpc"`)
 		}
 		if t.Exporter == "stdout" {
 			p.Add(path, `must not be set with exporter "stdout"`)
