@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -165,18 +166,58 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		return
 	}
 
-	// Step 5 (step 4, priority lanes, and step 6, heartbeats, are not
-	// implemented yet).
-	m.MessagesPrepared.Add(n)
-	m.CurrentBatchMessages.Set(float64(n))
-
-	// Step 7: write with isolation.
-	iso := isolation{
-		write:   r.writer(log),
-		byBatch: r.Isolation == IsolationBatch,
-		onSplit: m.SinkBatchBisections.Inc,
+	// Step 4: priority lanes. Rejected messages never reach the sink; they
+	// join the permanent path at step 10.
+	write := b.all()
+	var rejected map[int]error
+	if lanes := r.st.lanes; lanes != nil {
+		a := lanes.assign(envs)
+		write, rejected = a.order, a.rejected
+		m.PriorityLaneBatches.Inc()
+		m.PriorityLaneMessages.Add(len(a.order))
+		m.PriorityLaneDefaulted.Add(a.defaulted)
+		m.PriorityLaneRejected.Add(len(a.rejected))
+		m.CurrentPriorityLanesActive.Set(float64(a.active))
 	}
-	results := iso.run(ctx, envs)
+
+	// Step 5.
+	m.MessagesPrepared.Add(len(write))
+	m.CurrentBatchMessages.Set(float64(len(write)))
+
+	// Steps 6–8: heartbeats around the write with isolation. They stop
+	// before any DLQ publish, ACK or NAK.
+	stopHeartbeat := r.heartbeat(b, log)
+	defer stopHeartbeat() // a panic below still ends them
+	results := make([]sink.Result, n)
+	preWrite := make([]bool, n) // outcome decided before the sink was called
+	for i, err := range rejected {
+		results[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: err}
+		preWrite[i] = true
+	}
+	switch {
+	case len(rejected) > 0 && r.Isolation == IsolationBatch:
+		// runtime §4 "batch": a rejection before the write sends the whole
+		// batch to the permanent path without calling the sink.
+		first := slices.Min(slices.Collect(maps.Keys(rejected)))
+		for i := range results {
+			results[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: rejected[first], Shared: true}
+			preWrite[i] = true
+		}
+	case len(write) > 0:
+		iso := isolation{
+			write:   r.writer(log),
+			byBatch: r.Isolation == IsolationBatch,
+			onSplit: m.SinkBatchBisections.Inc,
+		}
+		set := make([]*sink.Envelope, len(write))
+		for k, i := range write {
+			set[k] = envs[i]
+		}
+		for k, res := range iso.run(ctx, set) {
+			results[write[k]] = res
+		}
+	}
+	stopHeartbeat()
 
 	// Step 9 and the split into the three paths.
 	var acks, dead, temp []int
@@ -187,7 +228,9 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 			acks = append(acks, i)
 		case res.Outcome == sink.Permanent:
 			r.fail(b, i, res.ErrorType, res.Err)
-			m.SinkWriteErrors.Inc()
+			if !preWrite[i] {
+				m.SinkWriteErrors.Inc()
+			}
 			dead = append(dead, i)
 		default:
 			r.fail(b, i, res.Outcome.String(), res.Err)
@@ -221,7 +264,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	if ctx.Err() != nil {
 		// The shutdown timeout cancelled the write: whatever was not
 		// committed has an unknown outcome and is never ACKed.
-		r.settle(b, acks, nil, log)
+		r.settle(ctx, b, acks, nil, log)
 		r.abandon(b, b.unsettled(), log)
 		return
 	}
@@ -245,7 +288,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	}
 
 	// Step 11: ACK/TERM in delivery order.
-	r.settle(b, acks, dlqd, log)
+	r.settle(ctx, b, acks, dlqd, log)
 	if len(acks) > 0 {
 		m.LastSinkSuccessEpochSeconds.Set(float64(r.now().UnixNano()) / 1e9)
 	}
@@ -464,63 +507,6 @@ func (r *Runner) publishDLQ(ctx context.Context, dm dlq.Message) (duplicate bool
 	return ack.Duplicate, nil
 }
 
-// settle ACKs the committed messages acks and ACKs or TERMs the dead-lettered
-// messages dead, all in delivery order (runtime §7), then flushes so the
-// batch's ACKs have left the client before its slot is released. An ACK or
-// TERM that fails is counted and logged; the message redelivers after
-// AckWait and the sink's duplicate model absorbs it.
-func (r *Runner) settle(b *batch, acks, dead []int, log *slog.Logger) {
-	if len(acks)+len(dead) == 0 {
-		return
-	}
-	m := r.metrics()
-	term := r.DeadLetter != nil && r.DeadLetter.TermAfterPublish
-	isDead := make(map[int]bool, len(dead))
-	for _, i := range dead {
-		isDead[i] = true
-	}
-	order := append(slices.Clone(acks), dead...)
-	slices.Sort(order)
-	var ackTime, termTime time.Duration
-	var acked, termed int
-	for _, i := range order {
-		start := time.Now()
-		if isDead[i] && term {
-			err := b.msgs[i].Term()
-			termTime += time.Since(start)
-			termed++
-			if err != nil {
-				m.TermErrors.Inc()
-				_, seq := b.where(i)
-				log.Warn("term failed", "stream_sequence", seq, "error", err.Error())
-				r.failFast("term", err)
-			} else {
-				m.MessagesTerminated.Inc()
-			}
-		} else {
-			err := b.msgs[i].Ack()
-			ackTime += time.Since(start)
-			acked++
-			if err != nil {
-				m.AckErrors.Inc()
-				_, seq := b.where(i)
-				log.Warn("ack failed", "stream_sequence", seq, "error", err.Error())
-				r.failFast("ack", err)
-			} else {
-				m.MessagesAcked.Inc()
-			}
-		}
-		b.settled[i] = true
-	}
-	if acked > 0 {
-		m.MessageAckSeconds.Observe(ackTime.Seconds())
-	}
-	if termed > 0 {
-		m.MessageTermSeconds.Observe(termTime.Seconds())
-	}
-	r.flush(log)
-}
-
 // flush waits until buffered ACKs/NAKs have been written to the server.
 // Ack() is fire-and-forget; without a flush a batch could be released, and
 // the process stopped, with its ACKs still in the client buffer.
@@ -565,7 +551,7 @@ func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.L
 			var ok []int
 			if len(dead) > 0 {
 				ok, _ = r.deadLetter(ctx, b, dead, sink.MaxDeliveriesExceeded, log)
-				r.settle(b, nil, ok, log)
+				r.settle(ctx, b, nil, ok, log)
 				idx = slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return slices.Contains(ok, i) })
 			}
 			for _, i := range last {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,4 +104,57 @@ func BenchmarkRawConsumeAck(b *testing.B) {
 	elapsed := time.Since(begin)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
+
+// pipelineRate moves n messages through a fresh server and consumer into a
+// discarding sink with the runner configured by setup, and returns msgs/s.
+func pipelineRate(b *testing.B, n, inFlight int, setup func(*Runner)) float64 {
+	b.Helper()
+	e, c := benchEnv(b, n, inFlight)
+	m := newMetricsB(b)
+	r := &Runner{Consumer: c, Conn: e.nc, Sink: nullSink{}, BatchSize: benchBatch, MaxInFlight: inFlight,
+		Metrics: m, BatchTimeout: 100 * time.Millisecond}
+	setup(r)
+	ctx, cancel := context.WithCancel(context.Background())
+	begin := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	for m.MessagesAcked.Value()+m.AckErrors.Value() < uint64(n) {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(begin)
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	if errs := m.AckErrors.Value(); errs != 0 {
+		b.Fatalf("%d ACKs failed", errs)
+	}
+	return float64(n) / elapsed.Seconds()
+}
+
+// BenchmarkPipelineAckConfirmation compares plain and confirmed ACKs in the
+// same run: three alternating rounds of b.N messages each way (the box is
+// shared, so one pair alone is noise), reported as the median msgs/s of each
+// and the median of the per-round ratios.
+func BenchmarkPipelineAckConfirmation(b *testing.B) {
+	for _, inFlight := range []int{1, 4} {
+		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
+			var plain, confirmed, ratio []float64
+			for range 3 {
+				p := pipelineRate(b, b.N, inFlight, func(*Runner) {})
+				c := pipelineRate(b, b.N, inFlight, func(r *Runner) { r.AckConfirmation = &AckConfirmation{} })
+				plain, confirmed, ratio = append(plain, p), append(confirmed, c), append(ratio, c/p)
+			}
+			b.ReportMetric(median(plain), "plain-msgs/s")
+			b.ReportMetric(median(confirmed), "confirmed-msgs/s")
+			b.ReportMetric(median(ratio), "confirmed/plain")
+		})
+	}
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
 }

@@ -22,9 +22,10 @@ const (
 
 // Actions EnsureConsumer reports (the "consumer ready" log record).
 const (
-	ActionCreated   = "created"
-	ActionBound     = "bound"
-	ActionEphemeral = "ephemeral"
+	ActionCreated    = "created"
+	ActionBound      = "bound"
+	ActionReconciled = "reconciled"
+	ActionEphemeral  = "ephemeral"
 )
 
 // ephemeralInactiveThreshold is how long the server keeps an ephemeral
@@ -160,11 +161,18 @@ func (s ConsumerSpec) Desired() (jetstream.ConsumerConfig, error) {
 	return c, nil
 }
 
-// EnsureConsumer binds or creates the pull consumer (runtime §10) and returns
-// it with the action taken: "created", "bound" or "ephemeral". Problems the
-// operator must fix (drift, a missing bind_only consumer, reconcile mode,
-// which is not supported yet) are *ConfigError; other errors are runtime
-// failures.
+// EnsureConsumer binds, creates or reconciles the pull consumer (runtime
+// §10) and returns it with the action taken: "created", "bound",
+// "reconciled" or "ephemeral". Problems the operator must fix (drift, a
+// missing bind_only consumer, a reconcile update the server refuses) are
+// *ConfigError; other errors are runtime failures.
+//
+// In reconcile mode a consumer whose immutable settings match but whose
+// mutable ones differ is updated with its current server configuration,
+// only the configured fields of §10.1 overwritten, then read back and
+// checked again: sending §10.1 alone would reset every unconfigured field
+// to the server default (and a reset max_waiting is refused as an
+// immutable change).
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, string, error) {
 	desired, err := spec.Desired()
 	if err != nil {
@@ -181,9 +189,7 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 		return c, ActionEphemeral, nil
 	}
 	switch spec.Mode {
-	case "", ModeCreateIfMissing, ModeBindOnly:
-	case ModeReconcile:
-		return nil, "", &ConfigError{"consumer_management.mode", "reconcile is not supported yet by this build; use create_if_missing or bind_only"}
+	case "", ModeCreateIfMissing, ModeBindOnly, ModeReconcile:
 	default:
 		return nil, "", &ConfigError{"consumer_management.mode", fmt.Sprintf("must be one of bind_only, create_if_missing, reconcile (got %q)", spec.Mode)}
 	}
@@ -191,7 +197,7 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 	c, err := js.Consumer(ctx, spec.Stream, spec.Name)
 	switch {
 	case err == nil:
-		return c, ActionBound, checkDrift(spec, c.CachedInfo())
+		return present(ctx, js, spec, c)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, "", streamMissing(spec.Stream)
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -209,7 +215,7 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 		if err != nil {
 			return nil, "", fmt.Errorf("look up consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
 		}
-		return c, ActionBound, checkDrift(spec, c.CachedInfo())
+		return present(ctx, js, spec, c)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, "", streamMissing(spec.Stream)
@@ -218,6 +224,98 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 		return nil, "", fmt.Errorf("create consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
 	}
 	return c, ActionCreated, nil
+}
+
+// present handles a consumer that exists: a drift check, and in reconcile
+// mode an update of the mutable differences.
+func present(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, c jetstream.Consumer) (jetstream.Consumer, string, error) {
+	info := c.CachedInfo()
+	if info == nil {
+		return nil, "", fmt.Errorf("consumer %q on stream %q: no consumer info", spec.Name, spec.Stream)
+	}
+	items := drift(spec, info.Config)
+	if len(items) == 0 {
+		return c, ActionBound, nil
+	}
+	if spec.Mode != ModeReconcile {
+		return nil, "", driftError(spec, items)
+	}
+	var immutable []driftItem
+	for _, d := range items {
+		if d.immutable {
+			immutable = append(immutable, d)
+		}
+	}
+	if len(immutable) > 0 {
+		// Only these block the start: the mutable ones would be updated.
+		return nil, "", driftError(spec, immutable)
+	}
+	c, err := js.UpdateConsumer(ctx, spec.Stream, reconciled(spec, info.Config))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			// The server understood and refused the change (for example
+			// more replicas than a single server can hold): the
+			// configuration must change, not the network.
+			return nil, "", &ConfigError{"consumer_management", fmt.Sprintf("reconcile of durable consumer %q on stream %q was refused by the server: %v",
+				spec.Name, spec.Stream, apiErr)}
+		}
+		return nil, "", fmt.Errorf("reconcile consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
+	}
+	// Re-read: the server may normalise what it was sent, and only its
+	// answer says the drift is gone.
+	info, err = c.Info(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("read consumer %q on stream %q after reconcile: %w", spec.Name, spec.Stream, err)
+	}
+	if items := drift(spec, info.Config); len(items) > 0 {
+		return nil, "", driftError(spec, items)
+	}
+	return c, ActionReconciled, nil
+}
+
+// reconciled returns the server's configuration cur with the configured
+// fields of runtime §10.1 overwritten. Immutable fields are not touched:
+// present only gets here when they already match.
+func reconciled(spec ConsumerSpec, cur jetstream.ConsumerConfig) jetstream.ConsumerConfig {
+	c := cur
+	c.FilterSubject, c.FilterSubjects = "", nil
+	if f := spec.filters(); len(f) == 1 {
+		c.FilterSubject = f[0]
+	} else {
+		c.FilterSubjects = slices.Clone(f)
+	}
+	if spec.AckWait != nil {
+		c.AckWait = *spec.AckWait
+	}
+	if spec.MaxDeliver != nil {
+		c.MaxDeliver = *spec.MaxDeliver
+	}
+	if spec.BackOff != nil {
+		c.BackOff = slices.Clone(spec.BackOff)
+	}
+	if spec.MaxAckPending != nil {
+		c.MaxAckPending = *spec.MaxAckPending
+	}
+	if spec.HeadersOnly != nil {
+		c.HeadersOnly = *spec.HeadersOnly
+	}
+	if spec.Replicas != nil {
+		c.Replicas = *spec.Replicas
+	}
+	if len(spec.Metadata) > 0 {
+		// Merge: keys the operator did not configure (the server's _nats.*
+		// keys, another tool's annotations) stay.
+		md := make(map[string]string, len(cur.Metadata)+len(spec.Metadata))
+		for k, v := range cur.Metadata {
+			md[k] = v
+		}
+		for k, v := range spec.Metadata {
+			md[k] = v
+		}
+		c.Metadata = md
+	}
+	return c
 }
 
 // streamMissing is a configuration error: consumer management is start-up
@@ -229,19 +327,11 @@ func streamMissing(stream string) error {
 // driftItem is one differing field of runtime §10.2.
 type driftItem struct {
 	field, expected, actual string
-	immutable               bool // reconcile mode (later) may update mutable fields only
+	immutable               bool // reconcile mode updates mutable fields only
 }
 
-// checkDrift compares the server's consumer with the spec (runtime §10.2) and
-// returns a *ConfigError listing every difference, or nil.
-func checkDrift(spec ConsumerSpec, info *jetstream.ConsumerInfo) error {
-	if info == nil {
-		return fmt.Errorf("consumer %q on stream %q: no consumer info", spec.Name, spec.Stream)
-	}
-	items := drift(spec, info.Config)
-	if len(items) == 0 {
-		return nil
-	}
+// driftError returns the *ConfigError of runtime §10.2 listing items.
+func driftError(spec ConsumerSpec, items []driftItem) error {
 	parts := make([]string, len(items))
 	for i, d := range items {
 		parts[i] = fmt.Sprintf("%s expected=%s actual=%s", d.field, d.expected, d.actual)

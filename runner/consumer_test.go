@@ -119,16 +119,6 @@ func TestEnsureConsumer(t *testing.T) {
 			t.Errorf("EnsureConsumer() = %v, want *ConfigError %q", err, want)
 		}
 	})
-
-	t.Run("reconcile not supported yet", func(t *testing.T) {
-		s := base()
-		s.Mode = ModeReconcile
-		_, _, err := EnsureConsumer(t.Context(), e.js, s)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Path != "consumer_management.mode" {
-			t.Errorf("EnsureConsumer() = %v, want a consumer_management.mode *ConfigError", err)
-		}
-	})
 }
 
 func TestCheckDLQ(t *testing.T) {

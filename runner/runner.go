@@ -13,6 +13,21 @@
 //
 // A Runner is configured like http.Server: set its fields, then call Run.
 // Zero values mean the config.md defaults.
+//
+// # Delivery options
+//
+// Three options are off unless set, as in the configuration:
+// InProgress heartbeats keep a slow write from being redelivered (its
+// guards, CheckInProgress, run at start); AckConfirmation makes every ACK a
+// request the server answers once applied, so a lost ACK is counted and
+// logged (the message is then left for redelivery, never NAKed: it is
+// committed); PriorityLanes reorders each batch by weighted round-robin
+// over lanes before the write, while ACKs stay in delivery order.
+//
+// Consumer management (EnsureConsumer) binds, creates or reconciles the
+// durable consumer. In reconcile mode only immutable drift refuses the
+// start, and the error lists just those fields; mutable differences are
+// written back over the server's current configuration.
 package runner
 
 import (
@@ -112,6 +127,22 @@ type Runner struct {
 	// info" (at start and on every 10 s refresh); a negative value means
 	// unlimited regardless of the server.
 	MaxDeliver int
+	// InProgress, when set, sends InProgress (+WPI) heartbeats for every
+	// message of a batch while the sink writes it, so that a write slower
+	// than AckWait is not redelivered behind its back (runtime §8). nil
+	// disables heartbeats (delivery.in_progress.enabled false). Run refuses
+	// to start (*ConfigError) when the consumer fails CheckInProgress.
+	InProgress *InProgress
+	// AckConfirmation, when set, waits for the server to confirm every ACK
+	// (runtime §7); nil sends plain, fire-and-forget ACKs
+	// (delivery.ack_confirmation.enabled false). It requires Conn, the
+	// connection the Consumer's messages arrive on.
+	AckConfirmation *AckConfirmation
+	// PriorityLanes, when set, assigns every message a lane by its priority
+	// and orders each batch by weighted round-robin over the lanes before the
+	// write (runtime §3 step 4); nil disables lanes
+	// (delivery.priority_lanes.enabled false).
+	PriorityLanes *PriorityLanes
 
 	// Freshness configures the event freshness metrics.
 	Freshness Freshness
@@ -200,6 +231,7 @@ type state struct {
 
 	circuit circuit
 	metrics *telemetry.Metrics // never nil while running
+	lanes   *laneTable         // nil without PriorityLanes
 }
 
 // Status reports readiness inputs. It is safe to call concurrently with Run.
@@ -305,6 +337,14 @@ func (r *Runner) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("runner: unknown Isolation %q", r.Isolation))
 	}
+	if r.AckConfirmation != nil && r.Conn == nil {
+		errs = append(errs, errors.New("runner: Conn is required when AckConfirmation is set"))
+	}
+	if r.PriorityLanes != nil {
+		if _, err := r.PriorityLanes.compile(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -340,13 +380,20 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.st.circuit.changed = make(chan struct{})
 	r.st.circuit.mu.Unlock()
 	log := r.logger().With("component", "runner")
-	if info := r.Consumer.CachedInfo(); info != nil {
+	info := r.Consumer.CachedInfo()
+	if r.InProgress != nil {
+		// runtime §8 start-up guards; the CLI checks them at step 8 too.
+		if err := CheckInProgress(info, r.InProgress.interval()); err != nil {
+			return err
+		}
+	}
+	if r.PriorityLanes != nil {
+		r.st.lanes, _ = r.PriorityLanes.compile() // validated above
+	}
+	if info != nil {
 		r.applyInfo(info)
-		// runtime §9: a smaller max_ack_pending silently stalls the
-		// consumer while batches wait for their commit.
-		if need := r.maxInFlight() * r.batchSize(); info.Config.MaxAckPending > 0 && info.Config.MaxAckPending < need {
-			log.Warn("consumer max_ack_pending is below max_in_flight_batches x batch_size; fetches will stall",
-				"consumer", info.Name, "count", info.Config.MaxAckPending)
+		if w := maxAckPendingWarning(info, r.maxInFlight()*r.batchSize()); w != "" {
+			log.Warn(w, "consumer", info.Name)
 		}
 	}
 
@@ -627,6 +674,22 @@ func (r *Runner) applyInfo(info *jetstream.ConsumerInfo) {
 	m.ConsumerNumAckPending.Set(float64(info.NumAckPending))
 	m.ConsumerNumRedelivered.Set(float64(info.NumRedelivered))
 	m.ConsumerNumWaiting.Set(float64(info.NumWaiting))
+}
+
+// maxAckPendingWarning returns the start-up warning of runtime §9 when the
+// consumer's effective max_ack_pending is below the in-flight capacity
+// need: the server then stops handing out messages while batches wait for
+// their commit, and throughput silently drops.
+func maxAckPendingWarning(info *jetstream.ConsumerInfo, need int) string {
+	limit := info.Config.MaxAckPending
+	if limit == 0 {
+		limit = 1000 // the server default when the consumer does not say
+	}
+	if limit < 0 || limit >= need {
+		return "" // -1 = unlimited
+	}
+	return fmt.Sprintf("consumer max_ack_pending %d is below max_in_flight_batches x batch_size (%d); fetches will stall until ACKs free room",
+		limit, need)
 }
 
 // consumerRefresh is how often consumer info (lag gauges, MaxDeliver) is

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
+	kafkasink "github.com/nats-sinks/nats-sink/sinks/kafka"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
@@ -19,6 +20,7 @@ func Registry() *sink.Registry {
 	r := sink.NewRegistry()
 	r.Register("file", file.Decode)
 	r.Register("http", httpsink.Decode)
+	r.Register("kafka", kafkasink.Decode)
 	r.Register("mysql", mysql.Decode)
 	r.Register("nats", natssink.Decode)
 	r.Register("oracle", oracle.Decode)
@@ -32,9 +34,11 @@ func Registry() *sink.Registry {
 func Prototypes() map[string]any {
 	fileDefault, httpDefault, mysqlDefault, oracleDefault := file.Default(), httpsink.Default(), mysql.Default(), oracle.Default()
 	natsDefault, postgresDefault, sqliteDefault := natssink.Default(), postgres.Default(), sqlite.Default()
+	kafkaDefault := kafkasink.Default()
 	return map[string]any{
 		"file":     &fileDefault,
 		"http":     &httpDefault,
+		"kafka":    &kafkaDefault,
 		"mysql":    &mysqlDefault,
 		"nats":     &natsDefault,
 		"oracle":   &oracleDefault,
