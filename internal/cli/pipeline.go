@@ -16,6 +16,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/metadata"
 	"github.com/nats-sinks/nats-sink/internal/seal"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/runner"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
@@ -67,25 +68,8 @@ type pipeline struct {
 	sink    sink.Sink
 	spec    runner.ConsumerSpec
 	runner  *runner.Runner
-}
-
-// unsupportedYet rejects configuration that loads but whose runtime feature
-// is not built yet, rather than silently ignoring it.
-func unsupportedYet(cfg *config.Config) error {
-	var p []config.Problem
-	add := func(path string, on bool) {
-		if on {
-			p = append(p, config.Problem{Path: path, Message: "is not available in this build of nats-sink yet"})
-		}
-	}
-	add("delivery.priority_lanes.enabled", cfg.Delivery.PriorityLanes.Enabled)
-	add("delivery.in_progress.enabled", cfg.Delivery.InProgress.Enabled)
-	add("delivery.ack_confirmation.enabled", cfg.Delivery.AckConfirmation.Enabled)
-	add("tracing.enabled", cfg.Tracing.Enabled)
-	if len(p) == 0 {
-		return nil
-	}
-	return &config.Error{Problems: p}
+	tracer  *tracing.Tracer // nil when tracing is disabled
+	refused *refusals       // permissions violations on nc; nil before connecting
 }
 
 // sealPolicy builds the encryption policy, reading key material now (start-up
@@ -195,7 +179,7 @@ func consumerSpec(cfg *config.Config) runner.ConsumerSpec {
 
 // openSink opens the configured sink, passing runtime settings the sink
 // needs from other sections. m and nc may be nil (test-sink).
-func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, nc *nats.Conn) (sink.Sink, error) {
+func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *nats.Conn) (sink.Sink, error) {
 	var op sink.Opener
 	switch c := cfg.Sink.Opener.(type) {
 	case natssink.Config:
@@ -220,6 +204,11 @@ func openSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, nc 
 	}); ok {
 		op = wm.WithMetrics(m)
 	}
+	if wl, ok := op.(interface {
+		WithLogger(*slog.Logger) sink.Opener
+	}); ok {
+		op = wl.WithLogger(log.With("component", "sink"))
+	}
 	return op.Open(ctx)
 }
 
@@ -237,13 +226,11 @@ type pipelineOptions struct {
 // startPipeline runs start-up steps 4–9 of runtime §2 for cfg. On error
 // everything opened so far is closed again.
 func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (_ *pipeline, err error) {
-	if err := unsupportedYet(cfg); err != nil {
-		return nil, configFailure(err)
-	}
 	p := &pipeline{cfg: cfg, log: o.log}
 	defer func() {
 		if err != nil {
 			p.close(context.WithoutCancel(ctx), time.Second)
+			p.flushTraces(time.Second)
 			if o.conn == nil && p.nc != nil {
 				p.nc.Close() // ours: opened below
 			}
@@ -257,6 +244,13 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 	}
 	if p.metrics, err = telemetry.NewMetrics(reg, cfg.Metrics.Namespace); err != nil {
 		return nil, runtimeFailure(err)
+	}
+	// Tracing (observability §4): nil when disabled. Exporter problems the
+	// loader cannot see (an unusable endpoint) are configuration errors.
+	p.tracer, err = tracing.New(ctx, &cfg.Tracing, tracing.Options{Version: Version, Sink: cfg.Sink.Type,
+		Subject: cfg.NATS.Subject, Consumer: cfg.NATS.Consumer, Env: o.env, Logger: o.log})
+	if err != nil {
+		return nil, classify(fmt.Errorf("tracing: %w", err))
 	}
 
 	// Step 4: secrets and key material.
@@ -280,7 +274,7 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 			return nil
 		}
 		var err error
-		if p.sink, err = openSink(ctx, cfg, p.metrics, p.nc); err != nil {
+		if p.sink, err = openSink(ctx, cfg, p.metrics, p.log, p.nc); err != nil {
 			return classify(fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err))
 		}
 		return nil
@@ -309,10 +303,19 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 		return nil, runtimeFailure(err)
 	}
 
+	// Steps 7 and 8 wait for JetStream API replies; a request the user has
+	// no permission for ends its step at once, and a refused fetch later
+	// shows in readiness (refusals). Restored by close.
+	p.refused = watchRefusals(p.nc, cfg.NATS.Stream)
+	refused := p.refused
+
 	// Step 7: the DLQ stream.
 	var dlqStream string
 	if cfg.DeadLetter.Enabled {
-		dlqStream, err = runner.CheckDLQ(ctx, p.js, *cfg.DeadLetter.Subject)
+		sctx, done := refused.step(ctx)
+		dlqStream, err = runner.CheckDLQ(sctx, p.js, *cfg.DeadLetter.Subject)
+		err = refused.explain(sctx, err)
+		done()
 		var ce *runner.ConfigError
 		if errors.As(err, &ce) {
 			return nil, configFailure(err)
@@ -323,7 +326,10 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 
 	// Step 8: consumer management.
 	p.spec = consumerSpec(cfg)
-	consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
+	sctx, done := refused.step(ctx)
+	consumer, action, err := runner.EnsureConsumer(sctx, p.js, p.spec)
+	err = refused.explain(sctx, err)
+	done()
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -331,8 +337,18 @@ func startPipeline(ctx context.Context, cfg *config.Config, o pipelineOptions) (
 		"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer)
 	info := consumer.CachedInfo()
 	if info != nil && dlqStream != "" {
-		if w := runner.DLQWindowWarning(ctx, p.js, dlqStream, info); w != "" {
+		sctx, done := refused.step(ctx)
+		if w := runner.DLQWindowWarning(sctx, p.js, dlqStream, info); w != "" {
 			o.log.Warn(w, "component", "dlq")
+		}
+		done()
+	}
+
+	// Heartbeats must fit inside the consumer's AckWait and BackOff
+	// (config §5.2): checked against the server's view of the consumer.
+	if cfg.Delivery.InProgress.Enabled {
+		if err := runner.CheckInProgress(info, ms(cfg.Delivery.InProgress.IntervalMS)); err != nil {
+			return nil, configFailure(err)
 		}
 	}
 
@@ -374,6 +390,21 @@ func newRunner(cfg *config.Config, p *pipeline, consumer jetstream.Consumer, pol
 	if policy != nil {
 		r.Encrypt = policy.Seal
 	}
+	if ip := d.InProgress; ip.Enabled {
+		r.InProgress = &runner.InProgress{Interval: ms(ip.IntervalMS), MaxHeartbeats: ip.MaxHeartbeats,
+			ShutdownTimeout: ptr(ms(ip.ShutdownTimeoutMS))}
+	}
+	if ac := d.AckConfirmation; ac.Enabled {
+		r.AckConfirmation = &runner.AckConfirmation{Timeout: ms(ac.TimeoutMS)}
+	}
+	if pl := d.PriorityLanes; pl.Enabled {
+		lanes := make([]runner.Lane, len(pl.Lanes))
+		for i, l := range pl.Lanes {
+			lanes[i] = runner.Lane{Name: l.Name, Priorities: l.Priorities, Weight: l.Weight}
+		}
+		r.PriorityLanes = &runner.PriorityLanes{Lanes: lanes, DefaultLane: pl.DefaultLane,
+			RejectUnknown: pl.UnknownPriorityAction == "reject", MaxValueLength: pl.MaxPriorityValueLength}
+	}
 	if dl := &cfg.DeadLetter; dl.Enabled {
 		r.DeadLetter = &runner.DeadLetter{
 			Subject: *dl.Subject, IncludePayload: dl.IncludePayload, IncludeHeaders: dl.IncludeHeaders,
@@ -398,12 +429,25 @@ func freshness(m *config.Metrics) runner.Freshness {
 // close stops the sink and drains the connection (if the pipeline owns it),
 // each bounded by budget (runtime §14).
 func (p *pipeline) close(ctx context.Context, budget time.Duration) {
+	if p.refused != nil {
+		p.refused.stop()
+	}
 	if p.sink != nil {
 		sctx, cancel := context.WithTimeout(ctx, budget)
 		if err := p.sink.Stop(sctx); err != nil {
 			p.log.Warn("sink stop failed", "component", "sink", "error", err.Error())
 		}
 		cancel()
+	}
+}
+
+// flushTraces exports the spans still buffered, bounded by budget; run calls
+// it last, after the connection drained, so the final ACK events are in.
+func (p *pipeline) flushTraces(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	if err := p.tracer.Shutdown(ctx); err != nil {
+		p.log.Warn("trace export at shutdown failed", "component", "tracing", "error", err.Error())
 	}
 }
 

@@ -142,8 +142,19 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 		go func() { defer close(snapshotDone); w.Run(snapCtx) }()
 	}
 
+	// A connection that closes for good (reconnecting off, or
+	// max_reconnect_attempts used up) ends the run like a fail_fast stop:
+	// the same drain, then exit 1, so that a supervisor restarts a process
+	// that could never become ready again.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	stopWatch := watchClosed(p.nc, cancelRun)
+
 	log.Info("ready", "component", "supervisor")
-	runErr := p.runUntilDone(ctx)
+	runErr := p.runUntilDone(runCtx)
+	stopWatch()
+	var closed *connClosedError
+	errors.As(context.Cause(runCtx), &closed)
 
 	// Shutdown (runtime §14): the runner has drained within
 	// shutdown_timeout_ms; the rest gets what is left of the 5 s margin,
@@ -156,12 +167,15 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 	}
 	p.close(context.Background(), left())
 	drainConn(p.nc, left())
+	p.flushTraces(left())
 
 	switch {
+	case closed != nil:
+		return exitCode(env, runtimeFailure(closed))
 	case runErr == nil:
 		fmt.Fprintln(env.Stdout, "Shutdown requested.")
 		return exitOK
-	case errors.Is(runErr, runner.ErrConsumerNotFound):
+	case errors.Is(runErr, runner.ErrConsumerNotFound), errors.As(runErr, new(*runner.ConfigError)):
 		return exitCode(env, configFailure(runErr))
 	default:
 		return exitCode(env, runtimeFailure(runErr))
@@ -203,7 +217,9 @@ func (p *pipeline) readiness() telemetry.Readiness {
 	switch {
 	case !st.Bound:
 		r.Consumer = telemetry.ConsumerNotBound
-	case st.FetchFailing:
+	case st.FetchFailing, p.refused != nil && p.refused.fetchRefused():
+		// A refused pull request looks like an empty fetch to the runner;
+		// the server's permissions violation says otherwise.
 		r.Consumer = telemetry.ConsumerFetchFailing
 	}
 	if st.SinkUnhealthy {

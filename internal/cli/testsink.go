@@ -56,7 +56,7 @@ func runTestSink(env *Env, args []string) int {
 		}
 		defer nc.Close()
 	}
-	s, err := openSink(ctx, cfg, nil, nc)
+	s, err := openSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), nc)
 	if err != nil {
 		return sinkOpenFailure(env, err, "Sink test failed")
 	}

@@ -12,6 +12,7 @@ import (
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
+	s3sink "github.com/nats-sinks/nats-sink/sinks/s3"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
@@ -25,6 +26,7 @@ func Registry() *sink.Registry {
 	r.Register("nats", natssink.Decode)
 	r.Register("oracle", oracle.Decode)
 	r.Register("postgres", postgres.Decode)
+	r.Register("s3", s3sink.Decode)
 	r.Register("sqlite", sqlite.Decode)
 	return r
 }
@@ -34,6 +36,7 @@ func Registry() *sink.Registry {
 func Prototypes() map[string]any {
 	fileDefault, httpDefault, mysqlDefault, oracleDefault := file.Default(), httpsink.Default(), mysql.Default(), oracle.Default()
 	natsDefault, postgresDefault, sqliteDefault := natssink.Default(), postgres.Default(), sqlite.Default()
+	s3Default := s3sink.Default()
 	kafkaDefault := kafkasink.Default()
 	return map[string]any{
 		"file":     &fileDefault,
@@ -43,6 +46,7 @@ func Prototypes() map[string]any {
 		"nats":     &natsDefault,
 		"oracle":   &oracleDefault,
 		"postgres": &postgresDefault,
+		"s3":       &s3Default,
 		"sqlite":   &sqliteDefault,
 	}
 }

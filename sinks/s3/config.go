@@ -1,0 +1,453 @@
+// Package s3sink is the S3 sink (spec sinks.md §8, data-shapes §11): one
+// object per message (plus an optional metadata sidecar) in one bucket of
+// Amazon S3 or an S3-compatible store, written with the AWS SDK for Go v2.
+// A message is Committed only after PutObject returned success.
+//
+// The duplicate model is deterministic object keys plus a conditional PUT
+// (If-None-Match: *): a redelivered message maps to the same key, the store
+// answers 412 and the sink reports Duplicate without rewriting the object.
+// A store that answers the conditional PUT with 501 NotImplemented switches
+// the sink to HEAD-then-PUT for the rest of the process (safe for one writer
+// per key, racy across processes); existence_check "head" [ext] selects that
+// mode from the start, for stores that silently ignore If-None-Match.
+//
+// The directory is sinks/s3; the package is named s3sink so that it does not
+// clash with the SDK's s3 package in the files that use both.
+package s3sink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Config is the s3 sink's configuration (sinks.md §8). Default returns it
+// with every default; Decode fills it from a "sink" object.
+type Config struct {
+	Type                     string             `json:"type" trim:"true" lower:"true" enum:"s3" doc:"Sink type."`
+	Bucket                   string             `json:"bucket" required:"true" pattern:"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$" doc:"Bucket name: 3-63 characters of a-z, 0-9, '.', '-'; no '..', '.-', '-.'; not an IP address."`
+	Prefix                   *string            `json:"prefix" blanknull:"true" maxlen:"1024" doc:"Key prefix of '/'-separated segments (each ^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$, not '.' or '..'), without leading or trailing '/'. Blank or null means none."`
+	EndpointURL              *string            `json:"endpoint_url" blanknull:"true" doc:"S3-compatible endpoint http(s)://host[:port] (no credentials, path, query or fragment); path-style addressing is used with it. null means AWS's regional endpoint."`
+	AllowHTTPForLocalTesting bool               `json:"allow_http_for_local_testing" doc:"Allow an http endpoint_url whose host is localhost, 127.0.0.1 or ::1."`
+	RegionName               *string            `json:"region_name" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$" doc:"AWS region; null means the SDK's resolution (AWS_REGION, profile), else us-east-1."`
+	CredentialMode           string             `json:"credential_mode" enum:"default_chain,environment,profile" doc:"default_chain: the SDK's default credential chain; environment: keys from the variables named by aws_*_env; profile: the shared-config profile profile_name."`
+	ProfileName              *string            `json:"profile_name" pattern:"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$" doc:"Shared-config profile; only with credential_mode profile, where it is required."`
+	AWSAccessKeyIDEnv        *string            `json:"aws_access_key_id_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the access key id; credential_mode environment only (required there)."`
+	AWSSecretAccessKeyEnv    *string            `json:"aws_secret_access_key_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the secret access key; credential_mode environment only (required there)."`
+	AWSSessionTokenEnv       *string            `json:"aws_session_token_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding a session token; credential_mode environment only."`
+	KeyStrategy              string             `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the object key is derived from (data-shapes §11)."`
+	KeyPrefix                *string            `json:"key_prefix" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$" doc:"Written as '<key_prefix>:' before the strategy's key."`
+	ObjectSuffix             string             `json:"object_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Suffix of every object key."`
+	DuplicatePolicy          string             `json:"duplicate_policy" enum:"skip_existing,replace,fail_existing" doc:"An existing key is a duplicate (skip_existing), is overwritten (replace), or dead-letters the message (fail_existing)."`
+	ObjectFormat             string             `json:"object_format" enum:"envelope,payload" doc:"Object body: the nats_sinks.s3.object.v1 envelope, or the normalised payload alone."`
+	MetadataMode             string             `json:"metadata_mode" enum:"none,object_metadata,sidecar" doc:"none: no user metadata; object_metadata: x-amz-meta-* headers; sidecar: those plus a nats_sinks.s3.sidecar.v1 object beside each object."`
+	SidecarSuffix            string             `json:"sidecar_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Replaces object_suffix in the sidecar's key; must differ from object_suffix."`
+	PayloadMode              record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
+	Compression              string             `json:"compression" enum:"none,gzip" doc:"gzip compresses the primary object (Content-Encoding: gzip); object_suffix must then not be .json."`
+	ContentType              string             `json:"content_type" enum:"application/json" doc:"Content-Type of every object."`
+	ObjectMetadata           map[string]string  `json:"object_metadata" maxitems:"32" nopad:"true" nocontrol:"true" maxlen:"256" doc:"Extra user metadata (at most 32): names ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$, unique ignoring case; values at most 256 characters."`
+	ServerSideEncryption     string             `json:"server_side_encryption" enum:"none,AES256" doc:"Server-side encryption requested for every object."`
+	MaxKeyBytes              int                `json:"max_key_bytes" min:"64" max:"1024" doc:"Longest object key in UTF-8 bytes; a longer key dead-letters the message."`
+	MaxObjectBytes           int                `json:"max_object_bytes" min:"1" max:"1073741824" doc:"Largest object body, checked before and after compression; a larger one dead-letters the message."`
+	MaxMetadataBytes         int                `json:"max_metadata_bytes" min:"128" max:"65536" doc:"Largest sum of UTF-8 bytes of user-metadata names and values."`
+	RequestTimeoutSeconds    float64            `json:"request_timeout_seconds" xmin:"0" max:"300" doc:"Timeout of one request attempt."`
+	MaxRetries               int                `json:"max_retries" min:"0" max:"10" doc:"Retries of a temporary failure inside one write, after the first attempt."`
+	RetryBackoffMS           int                `json:"retry_backoff_ms" min:"0" max:"60000" doc:"Base retry delay in milliseconds."`
+	RetryMaxBackoffMS        int                `json:"retry_max_backoff_ms" min:"0" max:"300000" doc:"Largest retry delay in milliseconds; at least retry_backoff_ms."`
+	RetryBackoffMode         string             `json:"retry_backoff_mode" enum:"fixed,linear,exponential" doc:"How the retry delay grows with the attempt."`
+	RetryBackoffMultiplier   float64            `json:"retry_backoff_multiplier" min:"1" max:"10" doc:"Growth factor of exponential mode."`
+	RetryJitter              string             `json:"retry_jitter" enum:"none,full,equal" doc:"Random spread of the retry delay."`
+	Durability               string             `json:"durability" enum:"operator_confirmed" doc:"The store's own durability is what the sink relies on."`
+	Concurrency              int                `json:"concurrency" min:"1" max:"256" doc:"[ext] Messages of one batch written at once; 1 writes in order and stops at the first temporary failure."`
+	ExistenceCheck           string             `json:"existence_check" enum:"conditional_put,head" doc:"[ext] How skip_existing and fail_existing detect an existing key: conditional_put (If-None-Match: *, switching to head when the store answers 501) or head (HEAD then PUT; one writer per key)."`
+
+	// Metrics, when set (by the CLI), receives s3_put_seconds and
+	// s3_duplicates_total. Nil means no sink metrics.
+	Metrics *telemetry.Metrics `json:"-"`
+	// Logger receives the one warning the sink logs (the switch to
+	// HEAD-then-PUT). Nil means no logging.
+	Logger *slog.Logger `json:"-"`
+	// Env looks up the environment variables of credential_mode
+	// environment; nil means the process environment. Tests set it.
+	Env config.Env `json:"-"`
+}
+
+var _ fields.Validator = (*Config)(nil)
+
+// Default returns the configuration with every default of sinks.md §8.
+func Default() Config {
+	return Config{
+		Type:                   "s3",
+		CredentialMode:         "default_chain",
+		KeyStrategy:            "idempotency_key",
+		ObjectSuffix:           ".json",
+		DuplicatePolicy:        "skip_existing",
+		ObjectFormat:           "envelope",
+		MetadataMode:           "object_metadata",
+		SidecarSuffix:          ".metadata.json",
+		PayloadMode:            record.JSONOrEnvelope,
+		Compression:            "none",
+		ContentType:            "application/json",
+		ObjectMetadata:         map[string]string{},
+		ServerSideEncryption:   "none",
+		MaxKeyBytes:            1024,
+		MaxObjectBytes:         16777216,
+		MaxMetadataBytes:       4096,
+		RequestTimeoutSeconds:  10,
+		MaxRetries:             0,
+		RetryBackoffMS:         250,
+		RetryMaxBackoffMS:      5000,
+		RetryBackoffMode:       "exponential",
+		RetryBackoffMultiplier: 2,
+		RetryJitter:            "full",
+		Durability:             "operator_confirmed",
+		Concurrency:            1,
+		ExistenceCheck:         "conditional_put",
+	}
+}
+
+// Decode validates one s3 "sink" object without I/O and returns its Config.
+// Problems come back as one *sink.ConfigError with paths relative to the
+// sink object ("bucket: required"). Environment variables are read by Open.
+func Decode(raw json.RawMessage) (sink.Opener, error) {
+	c := Default()
+	if err := fields.DecodeSink(raw, &c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Validate checks the rules the struct tags cannot express; fields.DecodeSink
+// calls it after decoding.
+func (c *Config) Validate(p *fields.Problems) {
+	for _, pr := range c.problems() {
+		p.Add(pr.Path, pr.Message)
+	}
+}
+
+// Open starts the sink; it is New behind the sink.Opener interface.
+func (c Config) Open(ctx context.Context) (sink.Sink, error) {
+	s, err := New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
+// for every sink that has metrics of its own.
+func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
+	c.Metrics = m
+	return c
+}
+
+// WithLogger returns c with its warnings logged to l.
+func (c Config) WithLogger(l *slog.Logger) sink.Opener {
+	c.Logger = l
+	return c
+}
+
+var (
+	bucketName  = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	segmentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$`)
+	regionName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	profileName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`)
+	envName     = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
+	keyPrefix   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$`)
+	suffix      = regexp.MustCompile(`^\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
+	metaName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+)
+
+// secretMetadata are names that look like credentials; object metadata is
+// readable by anyone who may read the object.
+var secretMetadata = []string{"authorization", "cookie", "x-api-key", "x-auth-token"}
+
+// Names of the user metadata the sink writes itself (data-shapes §11).
+const (
+	metaSchema        = "nats-sinks-schema"
+	metaSchemaVersion = "nats-sinks-schema-version"
+	metaKeyStrategy   = "nats-sinks-key-strategy"
+	metaMessageIDHash = "nats-sinks-message-id-sha256"
+)
+
+// problems returns every problem of the rules that need more than one key,
+// in schema order. New runs it too, for Configs built by hand, so it also
+// repeats the per-key rules a hand-built Config could break.
+func (c *Config) problems() []sink.Problem {
+	var out []sink.Problem
+	add := func(path, format string, args ...any) {
+		out = append(out, sink.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if msg := checkBucket(c.Bucket); msg != "" {
+		add("bucket", "%s", msg)
+	}
+	if c.Prefix != nil {
+		if msg := checkPrefix(*c.Prefix); msg != "" {
+			add("prefix", "%s", msg)
+		}
+	}
+	if c.EndpointURL != nil {
+		if msg := c.checkEndpoint(*c.EndpointURL); msg != "" {
+			add("endpoint_url", "%s", msg)
+		}
+	}
+	if c.RegionName != nil && !regionName.MatchString(*c.RegionName) {
+		add("region_name", "must match %s (got %q)", regionName, *c.RegionName)
+	}
+	c.credentialProblems(add)
+	oneOf(add, "key_strategy", c.KeyStrategy, "idempotency_key", "stream_sequence", "message_id", "payload_sha256")
+	if c.KeyPrefix != nil && !keyPrefix.MatchString(*c.KeyPrefix) {
+		add("key_prefix", "must match %s (got %q)", keyPrefix, *c.KeyPrefix)
+	}
+	if !suffix.MatchString(c.ObjectSuffix) {
+		add("object_suffix", "must match %s (got %q)", suffix, c.ObjectSuffix)
+	}
+	oneOf(add, "duplicate_policy", c.DuplicatePolicy, "skip_existing", "replace", "fail_existing")
+	oneOf(add, "object_format", c.ObjectFormat, "envelope", "payload")
+	if oneOf(add, "metadata_mode", c.MetadataMode, "none", "object_metadata", "sidecar") && c.MetadataMode == "sidecar" {
+		if c.DuplicatePolicy == "fail_existing" {
+			// A crash between the object and its sidecar would leave the
+			// redelivery to fail on the object it wrote itself.
+			add("metadata_mode", "sidecar cannot be used with duplicate_policy fail_existing")
+		}
+		if c.SidecarSuffix == c.ObjectSuffix {
+			add("sidecar_suffix", "must differ from object_suffix (both %q)", c.ObjectSuffix)
+		}
+	}
+	if !suffix.MatchString(c.SidecarSuffix) {
+		add("sidecar_suffix", "must match %s (got %q)", suffix, c.SidecarSuffix)
+	}
+	switch c.PayloadMode {
+	case record.JSONOrEnvelope, record.JSONOnly, record.TextEnvelope, record.BytesEnvelope:
+	default:
+		add("payload_mode", "must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got %q)", c.PayloadMode)
+	}
+	if oneOf(add, "compression", c.Compression, "none", "gzip") && c.Compression == "gzip" && c.ObjectSuffix == ".json" {
+		add("compression", "gzip needs an object_suffix other than .json (such as .json.gz)")
+	}
+	oneOf(add, "content_type", c.ContentType, "application/json")
+	c.metadataProblems(add)
+	oneOf(add, "server_side_encryption", c.ServerSideEncryption, "none", "AES256")
+	between(add, "max_key_bytes", c.MaxKeyBytes, 64, 1024)
+	between(add, "max_object_bytes", c.MaxObjectBytes, 1, 1073741824)
+	between(add, "max_metadata_bytes", c.MaxMetadataBytes, 128, 65536)
+	if !(c.RequestTimeoutSeconds > 0 && c.RequestTimeoutSeconds <= 300) {
+		add("request_timeout_seconds", "must be greater than 0 and at most 300 (got %v)", c.RequestTimeoutSeconds)
+	}
+	between(add, "max_retries", c.MaxRetries, 0, 10)
+	between(add, "retry_backoff_ms", c.RetryBackoffMS, 0, 60000)
+	if between(add, "retry_max_backoff_ms", c.RetryMaxBackoffMS, 0, 300000) && c.RetryMaxBackoffMS < c.RetryBackoffMS {
+		add("retry_max_backoff_ms", "must be at least retry_backoff_ms (%d) (got %d)", c.RetryBackoffMS, c.RetryMaxBackoffMS)
+	}
+	oneOf(add, "retry_backoff_mode", c.RetryBackoffMode, "fixed", "linear", "exponential")
+	if !(c.RetryBackoffMultiplier >= 1 && c.RetryBackoffMultiplier <= 10) {
+		add("retry_backoff_multiplier", "must be between 1 and 10 (got %v)", c.RetryBackoffMultiplier)
+	}
+	oneOf(add, "retry_jitter", c.RetryJitter, "none", "full", "equal")
+	oneOf(add, "durability", c.Durability, "operator_confirmed")
+	between(add, "concurrency", c.Concurrency, 1, 256)
+	oneOf(add, "existence_check", c.ExistenceCheck, "conditional_put", "head")
+	return out
+}
+
+type addFunc func(path, format string, args ...any)
+
+// oneOf reports whether v is one of allowed, adding a problem if not.
+func oneOf(add addFunc, path, v string, allowed ...string) bool {
+	if slices.Contains(allowed, v) {
+		return true
+	}
+	add(path, "must be one of %s (got %q)", strings.Join(allowed, ", "), v)
+	return false
+}
+
+// between reports whether lo ≤ v ≤ hi, adding a problem if not.
+func between(add addFunc, path string, v, lo, hi int) bool {
+	if v >= lo && v <= hi {
+		return true
+	}
+	add(path, "must be between %d and %d (got %d)", lo, hi, v)
+	return false
+}
+
+// checkBucket returns the problem with a bucket name, or "".
+func checkBucket(b string) string {
+	switch {
+	case b == "":
+		return "required"
+	case !bucketName.MatchString(b):
+		return fmt.Sprintf("must match %s (got %q)", bucketName, b)
+	case strings.Contains(b, ".."), strings.Contains(b, ".-"), strings.Contains(b, "-."):
+		return fmt.Sprintf("must not contain \"..\", \".-\" or \"-.\" (got %q)", b)
+	case net.ParseIP(b) != nil:
+		return fmt.Sprintf("must not be an IP address (got %q)", b)
+	}
+	return ""
+}
+
+// checkPrefix returns the problem with the key prefix, or "".
+func checkPrefix(p string) string {
+	switch {
+	case len([]rune(p)) > 1024:
+		return "must be at most 1024 characters"
+	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/"):
+		return fmt.Sprintf("must not start or end with \"/\" (got %q)", p)
+	case strings.Contains(p, "//"):
+		return fmt.Sprintf("must not contain \"//\" (got %q)", p)
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Sprintf("segment %q is not allowed", seg)
+		}
+		if !segmentName.MatchString(seg) {
+			return fmt.Sprintf("segment %q must match %s", seg, segmentName)
+		}
+	}
+	return ""
+}
+
+// checkEndpoint returns the problem with endpoint_url, or "".
+func (c *Config) checkEndpoint(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "is not a valid URL"
+	}
+	host := strings.ToLower(u.Hostname())
+	switch {
+	case u.Scheme != "https" && u.Scheme != "http":
+		return fmt.Sprintf("must use https (got scheme %q)", u.Scheme)
+	case u.Opaque != "" || host == "":
+		return "must name a host"
+	case u.User != nil:
+		// The value is not echoed: user-info is where credentials hide.
+		return "must not contain credentials; use credential_mode"
+	case u.Path != "" && u.Path != "/":
+		return "must not contain a path (path-style addressing adds the bucket)"
+	case u.RawQuery != "" || u.ForceQuery:
+		return "must not contain a query"
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "must not contain a fragment"
+	case u.Scheme == "http" && !c.AllowHTTPForLocalTesting:
+		return "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
+	case u.Scheme == "http" && !isLocalHost(host):
+		return fmt.Sprintf("http is allowed only for localhost, 127.0.0.1 or ::1 (got host %q)", host)
+	}
+	if p := u.Port(); p != "" {
+		if _, err := net.LookupPort("tcp", p); err != nil {
+			return fmt.Sprintf("invalid port %q", p)
+		}
+	}
+	return ""
+}
+
+func isLocalHost(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+}
+
+// credentialProblems checks credential_mode and the keys that belong to
+// each mode. Credentials themselves never appear in the file: only the
+// names of the variables or the profile that hold them.
+func (c *Config) credentialProblems(add addFunc) {
+	if !oneOf(add, "credential_mode", c.CredentialMode, "default_chain", "environment", "profile") {
+		return
+	}
+	if c.ProfileName != nil && !profileName.MatchString(*c.ProfileName) {
+		add("profile_name", "must match %s (got %q)", profileName, *c.ProfileName)
+	}
+	switch {
+	case c.CredentialMode == "profile" && c.ProfileName == nil:
+		add("profile_name", "required with credential_mode profile")
+	case c.CredentialMode != "profile" && c.ProfileName != nil:
+		add("profile_name", "only allowed with credential_mode profile")
+	}
+	envKeys := []struct {
+		path     string
+		v        *string
+		required bool
+	}{
+		{"aws_access_key_id_env", c.AWSAccessKeyIDEnv, true},
+		{"aws_secret_access_key_env", c.AWSSecretAccessKeyEnv, true},
+		{"aws_session_token_env", c.AWSSessionTokenEnv, false},
+	}
+	for _, k := range envKeys {
+		if k.v != nil && !envName.MatchString(*k.v) {
+			add(k.path, "must match %s (got %q)", envName, *k.v)
+		}
+		switch {
+		case c.CredentialMode == "environment" && k.required && k.v == nil:
+			add(k.path, "required with credential_mode environment")
+		case c.CredentialMode != "environment" && k.v != nil:
+			add(k.path, "only allowed with credential_mode environment")
+		}
+	}
+}
+
+// metadataProblems checks object_metadata's names and the total size of the
+// user metadata the sink will write.
+func (c *Config) metadataProblems(add addFunc) {
+	if len(c.ObjectMetadata) > 32 {
+		add("object_metadata", "must have at most 32 entries (got %d)", len(c.ObjectMetadata))
+	}
+	names := make([]string, 0, len(c.ObjectMetadata))
+	for name := range c.ObjectMetadata {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	seen := map[string]string{}
+	for _, name := range names {
+		path := fields.Join("object_metadata", name)
+		lower := strings.ToLower(name)
+		switch {
+		case !metaName.MatchString(name):
+			add(path, "name must match %s", metaName)
+		case slices.Contains(secretMetadata, lower):
+			add(path, "name %q is reserved for credentials, which must not be stored as object metadata", name)
+		case lower == metaSchema || lower == metaSchemaVersion || lower == metaKeyStrategy || lower == metaMessageIDHash:
+			// The spec is silent; letting the operator overwrite the
+			// sink's own entries would make objects misdescribe themselves.
+			add(path, "name %q is written by the sink itself", name)
+		}
+		if prev, dup := seen[lower]; dup {
+			add(path, "duplicates %s (metadata names are case-insensitive)", prev)
+		}
+		seen[lower] = path
+		v := c.ObjectMetadata[name]
+		if strings.TrimSpace(v) != v || fields.HasControl(v) || len([]rune(v)) > 256 {
+			// Decode's tags report this first; this covers hand-built Configs.
+			add(path, "value must be at most 256 characters, without surrounding whitespace or control characters")
+		}
+	}
+	if c.MetadataMode == "none" {
+		return
+	}
+	// The largest metadata any object gets is known now: reject it here
+	// rather than dead-letter every message that carries a message id.
+	if n := c.maxMetadataSize(); n > c.MaxMetadataBytes {
+		add("object_metadata", "user metadata of up to %d bytes exceeds max_metadata_bytes (%d)", n, c.MaxMetadataBytes)
+	}
+}
+
+// maxMetadataSize returns the largest sum of UTF-8 name and value bytes of
+// the user metadata of a primary object or sidecar.
+func (c *Config) maxMetadataSize() int {
+	operator := 0
+	for k, v := range c.ObjectMetadata {
+		operator += len(k) + len(v)
+	}
+	common := len(metaSchemaVersion) + 1 + len(metaKeyStrategy) + len(c.KeyStrategy) + operator
+	primary := common + len(metaSchema) + len(ObjectSchema) + len(metaMessageIDHash) + 64
+	sidecar := common + len(metaSchema) + len(SidecarSchema)
+	return max(primary, sidecar)
+}

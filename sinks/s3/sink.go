@@ -1,0 +1,534 @@
+package s3sink
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+var _ sink.Sink = (*Sink)(nil)
+
+// The Sink deliberately has no Healthcheck: test-sink makes no request
+// (sinks.md §8). After a Destination outcome the runner probes by retrying
+// the next batch instead (runtime §5.1), which exercises the real PUT path
+// and its permissions rather than a HEAD on the bucket that needs others.
+
+// Sink writes one object (and optionally one sidecar) per message. It is
+// safe for concurrent WriteBatch calls; they share one client and one
+// connection pool.
+type Sink struct {
+	cfg     Config
+	client  *s3.Client
+	timeout time.Duration
+	log     *slog.Logger
+
+	// headMode is set once the store answered a conditional PUT with 501
+	// (or existence_check is "head"): from then on existence is checked
+	// with HEAD before an unconditional PUT.
+	headMode atomic.Bool
+	warnOnce sync.Once
+
+	putSeconds *telemetry.Histogram
+	duplicates *telemetry.Counter
+
+	// sleep waits d or until ctx is done; tests replace it to record the
+	// backoff delays without waiting.
+	sleep func(ctx context.Context, d time.Duration) error
+	// jitter draws u in [0, 1) for the retry delay.
+	jitter func() float64
+	now    func() time.Time
+}
+
+// New validates c (a Config built by hand is checked like a decoded one),
+// reads the credentials' environment variables or profile and creates the
+// S3 client. It makes no request: whether the bucket exists and the
+// credentials work shows with the first PUT (sinks.md §8). Missing variables
+// and profiles are configuration errors (*sink.ConfigError, or wrapping
+// sink.ErrConfig; exit 2 in the CLI).
+func New(ctx context.Context, c Config) (*Sink, error) {
+	if probs := c.problems(); len(probs) > 0 {
+		return nil, &sink.ConfigError{Problems: probs}
+	}
+	opts := []func(*awsconfig.LoadOptions) error{
+		// Retries happen in the sink, per the retry keys, so that one
+		// policy and one metric cover every attempt.
+		awsconfig.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+		// The SDK's buildable client follows only method-preserving
+		// redirects (307, 308): a 301 answered to a PUT must not turn into
+		// a GET whose 200 would read as success. It also honours
+		// AWS_CA_BUNDLE. Idle connections are sized for every writer of
+		// the process.
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConnsPerHost = max(c.Concurrency, 2) * 8
+		})),
+	}
+	if c.RegionName != nil {
+		opts = append(opts, awsconfig.WithRegion(*c.RegionName))
+	}
+	switch c.CredentialMode {
+	case "environment":
+		p, err := c.envCredentials()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, awsconfig.WithCredentialsProvider(p))
+	case "profile":
+		opts = append(opts, awsconfig.WithSharedConfigProfile(*c.ProfileName))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		// Loading reads only the environment and the shared config and
+		// credentials files: a failure is a configuration problem.
+		return nil, fmt.Errorf("s3 sink: load AWS configuration: %w: %w", err, sink.ErrConfig)
+	}
+	if awsCfg.Region == "" {
+		// SigV4 needs a region; us-east-1 is what S3-compatible stores
+		// expect by default, and AWS answers a wrong one with a redirect
+		// that is reported as a destination failure.
+		awsCfg.Region = "us-east-1"
+	}
+	if awsCfg.Credentials != nil {
+		awsCfg.Credentials = markCredentials{awsCfg.Credentials}
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// The configuration file is the authority on where data goes: an
+		// AWS_ENDPOINT_URL(_S3) in the environment is not applied.
+		o.BaseEndpoint = c.EndpointURL
+		if c.EndpointURL != nil {
+			o.BaseEndpoint = aws.String(strings.TrimSuffix(*c.EndpointURL, "/"))
+		}
+		o.UsePathStyle = c.EndpointURL != nil
+		o.Retryer = aws.NopRetryer{}
+	})
+	s := &Sink{
+		cfg:     c,
+		client:  client,
+		timeout: time.Duration(c.RequestTimeoutSeconds * float64(time.Second)),
+		log:     c.Logger,
+		sleep:   sleepCtx,
+		jitter:  jitterDraw,
+		now:     time.Now,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.headMode.Store(c.ExistenceCheck == "head")
+	s.putSeconds, _ = c.Metrics.NewHistogram("s3_put_seconds", "Duration of one S3 request attempt (PUT, or HEAD in head mode).", nil)
+	s.duplicates, _ = c.Metrics.NewCounter("s3_duplicates_total", "Messages whose S3 object already existed (reported Duplicate).")
+	return s, nil
+}
+
+// envCredentials reads the variables named by aws_*_env.
+func (c *Config) envCredentials() (aws.CredentialsProvider, error) {
+	var probs []sink.Problem
+	read := func(path string, name *string) string {
+		if name == nil {
+			return ""
+		}
+		v, ok := c.Env.Lookup(*name)
+		switch {
+		case !ok:
+			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s is not set", *name)})
+		case strings.TrimSpace(v) == "":
+			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s must not be blank", *name)})
+		case strings.TrimSpace(v) != v:
+			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s must not have surrounding whitespace", *name)})
+		}
+		return v
+	}
+	id := read("aws_access_key_id_env", c.AWSAccessKeyIDEnv)
+	secret := read("aws_secret_access_key_env", c.AWSSecretAccessKeyEnv)
+	token := read("aws_session_token_env", c.AWSSessionTokenEnv)
+	if probs != nil {
+		return nil, &sink.ConfigError{Problems: probs}
+	}
+	return credentials.NewStaticCredentialsProvider(id, secret, token), nil
+}
+
+// markCredentials marks credential failures so that classify can tell them
+// from network errors: missing or unusable credentials fail every message
+// alike (Destination).
+type markCredentials struct{ aws.CredentialsProvider }
+
+func (m markCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := m.CredentialsProvider.Retrieve(ctx)
+	if err != nil {
+		return c, &credentialsError{err}
+	}
+	return c, nil
+}
+
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return "AWS credentials: " + e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
+// Type returns "s3".
+func (s *Sink) Type() string { return "s3" }
+
+// Stop releases nothing: requests are bound to their WriteBatch context,
+// the runner calls Stop after the last WriteBatch returned, and the SDK's
+// pooled connections close at their idle timeout.
+func (s *Sink) Stop(context.Context) error { return nil }
+
+// WriteBatch writes one object (and sidecar) per envelope and returns one
+// result per envelope (sinks.md §0.1, §8).
+//
+// With concurrency 1 the messages go in order, and after a Temporary or
+// Destination result the rest are NotAttempted. With concurrency > 1 up to
+// that many messages are written at once and each keeps its own result;
+// after a Destination result, messages not yet started are NotAttempted.
+func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	results := make([]sink.Result, len(batch))
+	if s.cfg.Concurrency <= 1 || len(batch) == 1 {
+		for i, e := range batch {
+			results[i] = s.write(ctx, e)
+			if o := results[i].Outcome; o == sink.Temporary || o == sink.Destination {
+				for j := i + 1; j < len(batch); j++ {
+					results[j] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch failed first", i)}
+				}
+				break
+			}
+		}
+		return results
+	}
+
+	sem := make(chan struct{}, s.cfg.Concurrency)
+	var (
+		wg     sync.WaitGroup
+		broken atomic.Int64 // index+1 of a Destination result, 0 while none
+	)
+	for i, e := range batch {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if err := ctx.Err(); err != nil {
+			results[i] = sink.Failed(fmt.Errorf("s3 sink (stream seq %d): %w", e.StreamSequence, err))
+			continue
+		}
+		if b := broken.Load(); b > 0 {
+			results[i] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch hit a destination failure", b-1)}
+			<-sem
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = s.write(ctx, e)
+			if results[i].Outcome == sink.Destination {
+				broken.CompareAndSwap(0, int64(i)+1)
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// errKeyExists is the spec's text for fail_existing.
+var errKeyExists = errors.New("S3 object key already exists")
+
+// write stores one message and returns its result.
+func (s *Sink) write(ctx context.Context, e *sink.Envelope) sink.Result {
+	if err := ctx.Err(); err != nil {
+		return sink.Failed(fmt.Errorf("s3 sink (stream seq %d): %w", e.StreamSequence, err))
+	}
+	p, err := s.cfg.prepare(e, s.now())
+	if err != nil {
+		return sink.Failed(fmt.Errorf("s3 sink (stream seq %d): %w", e.StreamSequence, err))
+	}
+	existed, err := s.store(ctx, p.primary)
+	if err != nil {
+		return sink.Failed(fmt.Errorf("s3 object %s (stream seq %d): %w", p.primary.key, e.StreamSequence, err))
+	}
+	if existed && s.cfg.DuplicatePolicy == "fail_existing" {
+		return sink.Failed(sink.AsPermanent(fmt.Errorf("%w: %s", errKeyExists, p.primary.key)))
+	}
+	if p.sidecar != nil {
+		// Also after an existing object: a crash between the two PUTs
+		// left the object without its sidecar, and this heals it.
+		if _, err := s.store(ctx, *p.sidecar); err != nil {
+			return sink.Failed(fmt.Errorf("s3 sidecar %s (stream seq %d): %w", p.sidecar.key, e.StreamSequence, err))
+		}
+	}
+	if existed {
+		s.duplicates.Inc()
+		return sink.Result{Outcome: sink.Duplicate}
+	}
+	return sink.Ok
+}
+
+// store writes o under the duplicate policy and reports whether the key
+// already existed (then nothing was written). Errors are classified for
+// sink.Failed.
+func (s *Sink) store(ctx context.Context, o object) (existed bool, err error) {
+	if s.cfg.DuplicatePolicy == "replace" {
+		return false, s.retry(ctx, func(actx context.Context) error { return s.put(actx, o, false) })
+	}
+	if !s.headMode.Load() {
+		err := s.retry(ctx, func(actx context.Context) error { return s.put(actx, o, true) })
+		switch {
+		case err == nil:
+			return false, nil
+		case isExists(err):
+			return true, nil
+		case !isNotImplemented(err):
+			return false, err
+		}
+		s.switchToHead(err)
+	}
+	err = s.retry(ctx, func(actx context.Context) error {
+		var herr error
+		existed, herr = s.head(actx, o.key)
+		return herr
+	})
+	if err != nil || existed {
+		return existed, err
+	}
+	return false, s.retry(ctx, func(actx context.Context) error { return s.put(actx, o, false) })
+}
+
+// switchToHead turns on HEAD-then-PUT for the rest of the process after the
+// store refused a conditional PUT as not implemented.
+func (s *Sink) switchToHead(cause error) {
+	s.headMode.Store(true)
+	s.warnOnce.Do(func() {
+		s.log.Warn("S3 store does not implement conditional PUT (If-None-Match); using HEAD then PUT from now on, which is safe only while one writer handles each key",
+			"bucket", s.cfg.Bucket, "error", cause.Error())
+	})
+}
+
+// retry runs op with a per-attempt timeout and retries temporary failures
+// per the retry keys. It returns nil, the unclassified answers that store
+// interprets (exists, not implemented), or the classified error of the last
+// attempt.
+func (s *Sink) retry(ctx context.Context, op func(context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := op(actx)
+		cancel()
+		if err == nil || isExists(err) || isNotImplemented(err) {
+			return err
+		}
+		err = classify(ctx, err)
+		if sink.Failed(err).Outcome != sink.Temporary || attempt > s.cfg.MaxRetries || ctx.Err() != nil {
+			return err
+		}
+		if serr := s.sleep(ctx, backoff(attempt, &s.cfg, s.jitter())); serr != nil {
+			return err
+		}
+	}
+}
+
+// put makes one PutObject attempt; conditional adds If-None-Match: *.
+func (s *Sink) put(ctx context.Context, o object, conditional bool) error {
+	in := &s3.PutObjectInput{
+		Bucket:        &s.cfg.Bucket,
+		Key:           aws.String(o.key),
+		Body:          bytes.NewReader(o.body),
+		ContentLength: aws.Int64(int64(len(o.body))),
+		ContentType:   aws.String(s.cfg.ContentType),
+		Metadata:      o.metadata,
+	}
+	if o.gzip {
+		in.ContentEncoding = aws.String("gzip")
+	}
+	if conditional {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if s.cfg.ServerSideEncryption == "AES256" {
+		in.ServerSideEncryption = types.ServerSideEncryptionAes256
+	}
+	start := time.Now()
+	_, err := s.client.PutObject(ctx, in)
+	s.putSeconds.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// head reports whether key exists. A 404 is "no"; anything else that is not
+// a 200 is an error.
+func (s *Sink) head(ctx context.Context, key string) (bool, error) {
+	start := time.Now()
+	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: aws.String(key)})
+	s.putSeconds.Observe(time.Since(start).Seconds())
+	if err == nil {
+		return true, nil
+	}
+	if status, _ := response(err); status == http.StatusNotFound {
+		return false, nil
+	}
+	return false, err
+}
+
+// response returns the HTTP status and S3 error code of err; status 0 means
+// no response was received.
+func response(err error) (status int, code string) {
+	if re, ok := errors.AsType[*awshttp.ResponseError](err); ok {
+		status = re.HTTPStatusCode()
+	}
+	if ae, ok := errors.AsType[smithy.APIError](err); ok {
+		code = ae.ErrorCode()
+	}
+	return status, code
+}
+
+// isExists reports whether err is the answer to a conditional PUT whose key
+// exists. ConditionalRequestConflict (409) is deliberately not: S3 sends it
+// while another conditional write of the key is in flight, whose outcome is
+// unknown, so it is Temporary (sinks.md lists it with 412; see docs/s3.md).
+func isExists(err error) bool {
+	status, code := response(err)
+	return status == http.StatusPreconditionFailed || code == "PreconditionFailed"
+}
+
+// isNotImplemented reports whether the store refused a request as not
+// implemented (the signal to fall back to HEAD-then-PUT).
+func isNotImplemented(err error) bool {
+	status, code := response(err)
+	return status == http.StatusNotImplemented || code == "NotImplemented"
+}
+
+// destinationCodes fail every message alike: credentials, permissions, the
+// bucket, the region, the account (sinks.md §8 plus the codes AWS uses for
+// the same conditions).
+var destinationCodes = map[string]bool{
+	"AccessDenied": true, "AllAccessDisabled": true, "AccountProblem": true,
+	"AuthorizationHeaderMalformed": true, "ExpiredToken": true, "InvalidAccessKeyId": true,
+	"InvalidBucketName": true, "InvalidToken": true, "NoSuchBucket": true,
+	"NotSignedUp": true, "PermanentRedirect": true, "RequestTimeTooSkewed": true,
+	"SignatureDoesNotMatch": true, "TokenRefreshRequired": true, "InvalidRegion": true,
+	"IllegalLocationConstraintException": true,
+}
+
+// temporaryCodes are 400-class answers about the transfer, not the object:
+// a retry sends the same bytes again.
+var temporaryCodes = map[string]bool{
+	"RequestTimeout": true, "IncompleteBody": true, "BadDigest": true,
+	"XAmzContentSHA256Mismatch": true, "SlowDown": true, "OperationAborted": true,
+	"ConditionalRequestConflict": true,
+}
+
+// classify marks err with its outcome class (sinks.md §8): no response,
+// timeouts, 5xx, 408, 409, 425, 429 → Temporary; credential failures, 401,
+// 403, 404, 301 and the destination codes → Destination; any other 4xx →
+// Permanent. ctx is the write's context: once it is done, everything is
+// Temporary.
+func classify(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	if _, ok := errors.AsType[*credentialsError](err); ok {
+		return sink.AsDestination(err)
+	}
+	status, code := response(err)
+	if status == 0 {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			return err
+		}
+		if _, ok := errors.AsType[*smithyhttp.RequestSendError](err); ok {
+			return err // connection refused, reset, DNS: Temporary
+		}
+		if _, ok := errors.AsType[*aws.RequestCanceledError](err); ok {
+			return err
+		}
+		// The request was never sent (endpoint resolution, signing,
+		// serialisation of a validated input): our configuration or
+		// environment, the same for every message.
+		return sink.AsDestination(err)
+	}
+	switch {
+	case destinationCodes[code]:
+		return sink.AsDestination(err)
+	case temporaryCodes[code]:
+		return err
+	case status >= 500, status == 408, status == 409, status == 425, status == 429:
+		return err
+	case status == 401, status == 403, status == 404, status == 301:
+		return sink.AsDestination(err)
+	case status >= 400:
+		return sink.AsPermanent(err)
+	}
+	return err // other 3xx, or an unexpected status: outcome unknown
+}
+
+// backoff returns the delay before retry attempt a (a ≥ 1): the formula of
+// runtime §5 over the retry_* keys — raw delay of the mode, capped at
+// retry_max_backoff_ms, then jittered with u in [0, 1).
+func backoff(a int, c *Config, u float64) time.Duration {
+	if a < 1 {
+		a = 1
+	}
+	b, x := float64(c.RetryBackoffMS), float64(c.RetryMaxBackoffMS)
+	var raw float64
+	switch c.RetryBackoffMode {
+	case "fixed":
+		raw = b
+	case "linear":
+		raw = b * float64(a)
+	default:
+		raw = b * math.Pow(c.RetryBackoffMultiplier, float64(a-1))
+		if math.IsInf(raw, 0) || math.IsNaN(raw) {
+			raw = x
+		}
+	}
+	capped := math.Min(raw, x)
+	if !(capped > 0) {
+		return 0
+	}
+	var ms float64
+	switch c.RetryJitter {
+	case "none":
+		ms = capped
+	case "equal":
+		ms = capped/2 + capped/2*u
+	default:
+		ms = capped * u
+	}
+	return time.Duration(math.Round(ms * float64(time.Millisecond)))
+}
+
+// jitterDraw returns u = (uniform integer 0..999 999) / 10⁶ from the CSPRNG
+// (runtime §5), or 0.5 should crypto/rand ever fail.
+func jitterDraw() float64 {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		return 0.5
+	}
+	return float64(n.Int64()) / 1e6
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
