@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/nats-sinks/nats-sink/internal/cli"
+	"github.com/nats-sinks/nats-sink/cli"
 )
 
 func main() { os.Exit(cli.Main()) }

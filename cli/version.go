@@ -7,7 +7,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 )
 
-// Build information, set with -ldflags "-X github.com/nats-sinks/nats-sink/internal/cli.Version=…".
+// Build information, set with -ldflags "-X github.com/nats-sinks/nats-sink/cli.Version=…".
 var (
 	Version   = "0.1.0-dev"
 	Commit    = "unknown"

@@ -10,11 +10,11 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 )
 
-const committedSchema = "../../schema/nats-sink.schema.json"
+const committedSchema = "../schema/nats-sink.schema.json"
 
 // TestCommittedSchema fails when schema/nats-sink.schema.json is stale: the
 // schema is generated from the configuration types (config.md §1.6).
-// Regenerate with NATS_SINK_UPDATE=1 go test ./internal/cli -run TestCommittedSchema.
+// Regenerate with NATS_SINK_UPDATE=1 go test ./cli -run TestCommittedSchema.
 func TestCommittedSchema(t *testing.T) {
 	got, err := config.Schema(builtin.Prototypes())
 	if err != nil {
@@ -33,6 +33,6 @@ func TestCommittedSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale; regenerate it with: NATS_SINK_UPDATE=1 go test ./internal/cli -run TestCommittedSchema", committedSchema)
+		t.Errorf("%s is stale; regenerate it with: NATS_SINK_UPDATE=1 go test ./cli -run TestCommittedSchema", committedSchema)
 	}
 }

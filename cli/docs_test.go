@@ -13,17 +13,17 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 )
 
-const configDoc = "../../docs/configuration.md"
+const configDoc = "../docs/configuration.md"
 
 const (
-	beginGenerated = "<!-- BEGIN GENERATED: key reference (go test ./internal/cli -run TestConfigurationDoc) -->"
+	beginGenerated = "<!-- BEGIN GENERATED: key reference (go test ./cli -run TestConfigurationDoc) -->"
 	endGenerated   = "<!-- END GENERATED -->"
 )
 
 // TestConfigurationDoc keeps the key reference in docs/configuration.md in
 // step with the configuration types: the tables are generated from the same
 // JSON Schema that `nats-sink schema` prints. Regenerate with
-// NATS_SINK_UPDATE=1 go test ./internal/cli -run TestConfigurationDoc.
+// NATS_SINK_UPDATE=1 go test ./cli -run TestConfigurationDoc.
 func TestConfigurationDoc(t *testing.T) {
 	raw, err := config.Schema(builtin.Prototypes())
 	if err != nil {
@@ -62,7 +62,7 @@ func TestConfigurationDoc(t *testing.T) {
 		return
 	}
 	if !bytes.Equal(doc, updated) {
-		t.Errorf("%s key reference is stale; regenerate with: NATS_SINK_UPDATE=1 go test ./internal/cli -run TestConfigurationDoc", configDoc)
+		t.Errorf("%s key reference is stale; regenerate with: NATS_SINK_UPDATE=1 go test ./cli -run TestConfigurationDoc", configDoc)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/nats-sinks/nats-sink/internal/cli"
+	"github.com/nats-sinks/nats-sink/cli"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 )
 
