@@ -24,6 +24,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 	"github.com/nats-sinks/nats-sink/sinks/file"
@@ -134,7 +135,7 @@ func runBench(env *Env, args []string) int {
 	}
 	rows, header, err := o.run(ctx, env)
 	if err != nil {
-		if isConfigError(err) {
+		if pipeline.IsConfigError(err) {
 			fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 			return exitConfig
 		}
@@ -213,7 +214,7 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 		url = strings.Join(o.cfg.NATS.Servers(), ",")
 		t.where = redactURL(url)
 		m, _ := telemetry.NewMetrics(nil, "nats_sinks") // unexported: counts connection events only
-		natsOpts, err = natsOptions(&o.cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, "text", "ERROR"), m)
+		natsOpts, err = pipeline.NATSOptions(&o.cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, "text", "ERROR"), m)
 		if err != nil {
 			return nil, "", err
 		}
@@ -232,7 +233,7 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 	}
 	defer t.nc.Close()
 	if o.cfg != nil {
-		t.js, err = newJetStream(t.nc, &o.cfg.NATS)
+		t.js, err = pipeline.NewJetStream(t.nc, &o.cfg.NATS)
 	} else {
 		t.js, err = jetstream.New(t.nc)
 	}
@@ -492,21 +493,21 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 		}
 		cfg = &own
 	}
-	po := pipelineOptions{env: config.Env(getenv), log: telemetry.NewLogger(env.Stderr, "text", "ERROR"), conn: t.nc}
+	po := pipeline.Options{Env: config.Env(getenv), Logger: telemetry.NewLogger(env.Stderr, "text", "ERROR"), Conn: t.nc, Version: Version}
 	if sinkType == "null" {
-		po.sink = nullSink{}
+		po.Sink = nullSink{}
 	}
-	p, err := startPipeline(ctx, cfg, po)
+	p, err := pipeline.Start(ctx, cfg, po)
 	if err != nil {
 		return benchRow{}, err
 	}
-	defer p.close(context.WithoutCancel(ctx), 10*time.Second)
+	defer p.Close(10 * time.Second)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runErr := make(chan error, 1)
 	start := time.Now()
-	go func() { runErr <- p.runner.Run(runCtx) }()
+	go func() { runErr <- p.Run(runCtx) }()
 	c, err := t.js.Consumer(ctx, t.stream, consumer)
 	if err != nil {
 		return benchRow{}, err

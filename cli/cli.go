@@ -17,31 +17,86 @@ import (
 
 // Exit codes (cli.md §1).
 const (
-	exitOK      = 0
-	exitRuntime = 1
-	exitConfig  = 2
+	ExitOK      = 0 // success
+	ExitRuntime = 1 // runtime failure: retrying later may succeed
+	ExitConfig  = 2 // configuration or usage error: fix the input first
 )
 
-// Env is the process environment the CLI reads; tests inject their own.
+// Short names inside the package.
+const (
+	exitOK      = ExitOK
+	exitRuntime = ExitRuntime
+	exitConfig  = ExitConfig
+)
+
+// Env is the process environment the CLI reads and writes. Tests and
+// programs that mount the commands inject their own; nil fields get the
+// process's defaults.
 type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	Getenv         func(string) (string, bool)
+	// Getenv looks up environment variables (secrets, overrides); nil means
+	// os.LookupEnv.
+	Getenv func(string) (string, bool)
 	// Signals delivers the process signals that stop `run` and `demo`
 	// (SIGINT, SIGTERM). Nil means the real ones.
 	Signals func(ctx context.Context) (context.Context, context.CancelFunc)
+	// Program is the command path shown in usage messages, such as
+	// "myctl sink"; "" means "nats-sink".
+	Program string
 }
 
-// command is one subcommand.
-type command struct {
-	name    string
-	args    string // usage after the name
-	summary string
-	run     func(env *Env, args []string) int
+// withDefaults fills the nil fields of a copy of env.
+func (env *Env) withDefaults() *Env {
+	e := *env
+	if e.Stdin == nil {
+		e.Stdin = os.Stdin
+	}
+	if e.Stdout == nil {
+		e.Stdout = os.Stdout
+	}
+	if e.Stderr == nil {
+		e.Stderr = os.Stderr
+	}
+	if e.Getenv == nil {
+		e.Getenv = os.LookupEnv
+	}
+	if e.Signals == nil {
+		e.Signals = func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		}
+	}
+	if e.Program == "" {
+		e.Program = "nats-sink"
+	}
+	return &e
 }
 
-func commands() []command {
-	return []command{
+// A Command is one nats-sink subcommand. Another program mounts the commands
+// under its own command tree by calling Run with the arguments that follow
+// the command's name; Run returns the exit code and never exits the process.
+type Command struct {
+	// Name is the subcommand's name ("run", "validate", …).
+	Name string
+	// Usage lists the arguments after the name, for help text.
+	Usage string
+	// Summary is a one-line description.
+	Summary string
+
+	run func(env *Env, args []string) int
+}
+
+// Run runs the command with args (not including the command's name).
+func (c Command) Run(env *Env, args []string) int {
+	if env == nil {
+		env = &Env{}
+	}
+	return c.run(env.withDefaults(), args)
+}
+
+// Commands returns every nats-sink subcommand, in help order.
+func Commands() []Command {
+	return []Command{
 		{"validate", "CONFIG", "validate a configuration file", runValidate},
 		{"show-effective-config", "CONFIG", "print the effective configuration, secrets masked", runShow},
 		{"test-sink", "CONFIG [--dry-run]", "open the configured sink, check it and close it", runTestSink},
@@ -62,16 +117,12 @@ func Main() int {
 
 // Run runs one nats-sink invocation and returns its exit code.
 func Run(args []string, env *Env) int {
-	if env.Getenv == nil {
-		env.Getenv = os.LookupEnv
+	if env == nil {
+		env = &Env{}
 	}
-	if env.Signals == nil {
-		env.Signals = func(ctx context.Context) (context.Context, context.CancelFunc) {
-			return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-		}
-	}
+	env = env.withDefaults()
 	if len(args) == 0 {
-		usage(env.Stderr)
+		usage(env, env.Stderr)
 		return exitConfig
 	}
 	switch args[0] {
@@ -79,28 +130,28 @@ func Run(args []string, env *Env) int {
 		fmt.Fprintln(env.Stdout, Version)
 		return exitOK
 	case "--help", "-help", "-h", "help":
-		usage(env.Stdout)
+		usage(env, env.Stdout)
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
+	for _, c := range Commands() {
+		if c.Name == args[0] {
 			return c.run(env, args[1:])
 		}
 	}
-	fmt.Fprintf(env.Stderr, "nats-sink: unknown command %q\n", args[0])
-	usage(env.Stderr)
+	fmt.Fprintf(env.Stderr, "%s: unknown command %q\n", env.Program, args[0])
+	usage(env, env.Stderr)
 	return exitConfig
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: nats-sink <command> [arguments]")
+func usage(env *Env, w io.Writer) {
+	fmt.Fprintf(w, "usage: %s <command> [arguments]\n", env.Program)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-22s %s\n", c.name, c.summary)
+	for _, c := range Commands() {
+		fmt.Fprintf(w, "  %-22s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Start with: nats-sink demo")
+	fmt.Fprintf(w, "Start with: %s demo\n", env.Program)
 	fmt.Fprintln(w, "Exit codes: 0 success, 1 runtime error, 2 configuration or usage error.")
 }
 
@@ -110,7 +161,7 @@ func newFlags(env *Env, name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: nats-sink %s %s\n", name, args)
+		fmt.Fprintf(fs.Output(), "usage: %s %s %s\n", env.Program, name, args)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -147,9 +198,9 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) ([]string, int) {
 func oneConfigArg(env *Env, fs *flag.FlagSet, positional []string) (string, bool) {
 	if len(positional) != 1 {
 		if len(positional) == 0 {
-			fmt.Fprintf(env.Stderr, "nats-sink %s: missing CONFIG argument\n", fs.Name())
+			fmt.Fprintf(env.Stderr, "%s %s: missing CONFIG argument\n", env.Program, fs.Name())
 		} else {
-			fmt.Fprintf(env.Stderr, "nats-sink %s: unexpected arguments: %s\n", fs.Name(), strings.Join(positional[1:], " "))
+			fmt.Fprintf(env.Stderr, "%s %s: unexpected arguments: %s\n", env.Program, fs.Name(), strings.Join(positional[1:], " "))
 		}
 		fs.Usage()
 		return "", false

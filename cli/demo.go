@@ -21,6 +21,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/embedded"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 )
 
@@ -149,7 +150,7 @@ func (d *demo) run(ctx context.Context, keepRunning bool) int {
 
 	runCtx, stopRunners := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRunners()
-	var running []*pipeline
+	var running []*pipeline.Pipeline
 	errs := make(chan error, len(d.pipelines()))
 	for _, dp := range d.pipelines() {
 		p, err := d.start(ctx, dp, getenv)
@@ -157,9 +158,9 @@ func (d *demo) run(ctx context.Context, keepRunning bool) int {
 			fmt.Fprintf(d.env.Stderr, "Runtime error: pipeline %s: %v\n", dp.name, err)
 			return exitRuntime
 		}
-		defer p.close(context.Background(), 5*time.Second)
+		defer p.Close(5 * time.Second)
 		running = append(running, p)
-		go func() { errs <- p.runner.Run(runCtx) }()
+		go func() { errs <- p.Run(runCtx) }()
 	}
 
 	if err := d.publish(ctx); err != nil {
@@ -229,7 +230,7 @@ func (d *demo) setup(ctx context.Context) error {
 
 // start builds one pipeline from a configuration document, through the same
 // loader and start-up path as `run`.
-func (d *demo) start(ctx context.Context, dp demoPipeline, getenv func(string) (string, bool)) (*pipeline, error) {
+func (d *demo) start(ctx context.Context, dp demoPipeline, getenv func(string) (string, bool)) (*pipeline.Pipeline, error) {
 	headersOnly := ""
 	if dp.headersOnly {
 		headersOnly = `, "headers_only": true`
@@ -247,7 +248,7 @@ func (d *demo) start(ctx context.Context, dp demoPipeline, getenv func(string) (
 		return nil, err
 	}
 	log := telemetry.NewLogger(d.env.Stderr, "text", "ERROR")
-	return startPipeline(ctx, cfg, pipelineOptions{env: config.Env(getenv), log: log, conn: d.nc})
+	return pipeline.Start(ctx, cfg, pipeline.Options{Env: config.Env(getenv), Logger: log, Conn: d.nc, Version: Version})
 }
 
 func (d *demo) publish(ctx context.Context) error {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
-	"github.com/nats-sinks/nats-sink/runner"
+	"github.com/nats-sinks/nats-sink/pipeline"
 )
 
 func runRun(env *Env, args []string) int {
@@ -91,10 +90,10 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 		}
 	}
 	// live is the started pipeline, read by the HTTP endpoint's goroutines.
-	var live atomic.Pointer[pipeline]
+	var live atomic.Pointer[pipeline.Pipeline]
 	ready := func() telemetry.Readiness {
 		if p := live.Load(); p != nil {
-			return p.readiness()
+			return p.Ready()
 		}
 		return telemetry.Readiness{}
 	}
@@ -123,7 +122,7 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 		"tracing", cfg.Tracing.Enabled, "metrics_listen", deref(cfg.Metrics.Listen))
 
 	startCtx, cancelStart := context.WithTimeout(ctx, 2*time.Minute)
-	p, err := startPipeline(startCtx, cfg, pipelineOptions{env: config.Env(env.Getenv), log: log, registry: reg})
+	p, err := pipeline.Start(startCtx, cfg, pipeline.Options{Env: config.Env(env.Getenv), Logger: log, Registerer: reg, Version: Version})
 	cancelStart()
 	if err != nil {
 		if ctx.Err() != nil && shutdownRequested.Load() {
@@ -137,7 +136,7 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 	var snapshotDone chan struct{}
 	snapCtx, stopSnap := context.WithCancel(context.Background())
 	if cfg.Metrics.Enabled && cfg.Metrics.SnapshotFile != nil {
-		w := &telemetry.SnapshotWriter{Metrics: p.metrics, Path: *cfg.Metrics.SnapshotFile, Logger: log.With("component", "supervisor")}
+		w := &telemetry.SnapshotWriter{Metrics: p.Metrics(), Path: *cfg.Metrics.SnapshotFile, Logger: log.With("component", "supervisor")}
 		snapshotDone = make(chan struct{})
 		go func() { defer close(snapshotDone); w.Run(snapCtx) }()
 	}
@@ -145,85 +144,40 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 	// A connection that closes for good (reconnecting off, or
 	// max_reconnect_attempts used up) ends the run like a fail_fast stop:
 	// the same drain, then exit 1, so that a supervisor restarts a process
-	// that could never become ready again.
-	runCtx, cancelRun := context.WithCancelCause(ctx)
-	defer cancelRun(nil)
-	stopWatch := watchClosed(p.nc, cancelRun)
-
+	// that could never become ready again (pipeline.ConnClosedError).
 	log.Info("ready", "component", "supervisor")
-	runErr := p.runUntilDone(runCtx)
-	stopWatch()
-	var closed *connClosedError
-	errors.As(context.Cause(runCtx), &closed)
+	runErr := p.Run(ctx)
 
 	// Shutdown (runtime §14): the runner has drained within
-	// shutdown_timeout_ms; the rest gets what is left of the 5 s margin,
-	// at least 1 s each.
-	deadline := time.Now().Add(5 * time.Second)
-	left := func() time.Duration { return max(time.Until(deadline), time.Second) }
+	// shutdown_timeout_ms; the sink, the connection and the trace exporter
+	// share a 5 s margin, at least 1 s each.
 	stopSnap()
 	if snapshotDone != nil {
 		<-snapshotDone
 	}
-	p.close(context.Background(), left())
-	drainConn(p.nc, left())
-	p.flushTraces(left())
+	p.Close(5 * time.Second)
 
-	switch {
-	case closed != nil:
-		return exitCode(env, runtimeFailure(closed))
-	case runErr == nil:
-		fmt.Fprintln(env.Stdout, "Shutdown requested.")
-		return exitOK
-	case errors.Is(runErr, runner.ErrConsumerNotFound), errors.As(runErr, new(*runner.ConfigError)):
-		return exitCode(env, configFailure(runErr))
-	default:
-		return exitCode(env, runtimeFailure(runErr))
+	if runErr != nil {
+		return exitCode(env, runErr)
 	}
+	fmt.Fprintln(env.Stdout, "Shutdown requested.")
+	return exitOK
 }
 
-// runUntilDone runs the runner until ctx ends. When the consumer disappears
-// and the mode may create it, consumer management runs once more and a new
-// runner takes over (runtime §3.1).
-func (p *pipeline) runUntilDone(ctx context.Context) error {
-	err := p.runner.Run(ctx)
-	if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral {
-		return err
+// exitCode prints a start-up or runtime failure and returns its exit code:
+// 2 when the configuration must change (runtime §2, §17), else 1.
+func exitCode(env *Env, err error) int {
+	if pipeline.IsConfigError(err) {
+		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
+		return exitConfig
 	}
-	p.log.Warn("consumer disappeared; running consumer management again", "component", "consumer")
-	consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
-	if err != nil {
-		return err
-	}
-	p.log.Info("consumer ready", "component", "consumer", "action", action)
-	// A Runner runs once: build a new one with the same settings.
-	encrypt := p.runner.Encrypt
-	p.runner = newRunner(p.cfg, p, consumer, nil)
-	p.runner.Encrypt = encrypt
-	return p.runner.Run(ctx)
+	fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+	return exitRuntime
 }
 
-// readiness reports /readyz (observability §2).
-func (p *pipeline) readiness() telemetry.Readiness {
-	st := p.runner.Status()
-	r := telemetry.Readiness{NATS: telemetry.CheckOK, Consumer: telemetry.CheckOK, Sink: telemetry.CheckOK, Draining: st.Draining}
-	switch {
-	case p.nc.IsConnected():
-	case p.nc.IsReconnecting(), p.nc.IsClosed():
-		r.NATS = telemetry.NATSDisconnected
-	default:
-		r.NATS = telemetry.NATSConnecting
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	switch {
-	case !st.Bound:
-		r.Consumer = telemetry.ConsumerNotBound
-	case st.FetchFailing, p.refused != nil && p.refused.fetchRefused():
-		// A refused pull request looks like an empty fetch to the runner;
-		// the server's permissions violation says otherwise.
-		r.Consumer = telemetry.ConsumerFetchFailing
-	}
-	if st.SinkUnhealthy {
-		r.Sink = telemetry.SinkUnhealthy
-	}
-	return r
+	return *s
 }

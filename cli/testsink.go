@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -46,7 +46,7 @@ func runTestSink(env *Env, args []string) int {
 	var nc *nats.Conn
 	if cfg.Sink.Type == "nats" {
 		m, _ := telemetry.NewMetrics(nil, cfg.Metrics.Namespace)
-		opts, err := natsOptions(&cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "ERROR"), m)
+		opts, err := pipeline.NATSOptions(&cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "ERROR"), m)
 		if err != nil {
 			return sinkOpenFailure(env, err, "Sink test failed")
 		}
@@ -56,7 +56,7 @@ func runTestSink(env *Env, args []string) int {
 		}
 		defer nc.Close()
 	}
-	s, err := openSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), nc)
+	s, err := pipeline.OpenSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), nc)
 	if err != nil {
 		return sinkOpenFailure(env, err, "Sink test failed")
 	}
@@ -79,16 +79,10 @@ func runTestSink(env *Env, args []string) int {
 // var, invalid root directory, key the build cannot honour) are exit 2,
 // everything else exit 1 with the given prefix (runtime §2 step 5, Q19).
 func sinkOpenFailure(env *Env, err error, prefix string) int {
-	if isConfigError(err) {
+	if pipeline.IsConfigError(err) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 		return exitConfig
 	}
 	fmt.Fprintf(env.Stderr, "%s: %v\n", prefix, err)
 	return exitRuntime
-}
-
-func isConfigError(err error) bool {
-	var ce *sink.ConfigError
-	var le *config.Error
-	return errors.As(err, &ce) || errors.As(err, &le) || errors.Is(err, sink.ErrConfig)
 }

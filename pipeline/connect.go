@@ -1,4 +1,4 @@
-package cli
+package pipeline
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
 )
 
-// natsOptions turns the nats section into client options (runtime §16),
-// with the connection events counted and logged. Secrets are resolved here;
-// a missing variable or unreadable file is a *config.Error (exit 2).
-func natsOptions(c *config.NATS, env config.Env, log *slog.Logger, m *telemetry.Metrics) ([]nats.Option, error) {
+// NATSOptions turns the nats section into client options (runtime §16),
+// with the connection events counted in m and logged. Secrets are resolved
+// here; a missing variable or unreadable file is a *config.Error.
+func NATSOptions(c *config.NATS, env config.Env, log *slog.Logger, m *telemetry.Metrics) ([]nats.Option, error) {
 	opts, err := natsconn.Options(c, "nats", env)
 	if err != nil {
 		return nil, err
@@ -88,19 +88,7 @@ func natsErrorType(err error) string {
 	return "ConnectionError"
 }
 
-// connClosedError is the cause of a run that stopped because the NATS
-// connection closed for good: reconnecting was off, or every attempt of
-// max_reconnect_attempts failed.
-type connClosedError struct{ last error }
-
-func (e *connClosedError) Error() string {
-	if e.last == nil {
-		return "NATS connection closed"
-	}
-	return "NATS connection closed: " + e.last.Error()
-}
-
-// watchClosed calls cancel with a *connClosedError when nc closes. A
+// watchClosed calls cancel with a *ConnClosedError when nc closes. A
 // process whose connection can never come back would otherwise sit
 // unready forever; exiting 1 hands it to the supervisor (systemd,
 // Kubernetes) to restart. stop ends the watch; call it before closing nc
@@ -110,11 +98,11 @@ func watchClosed(nc *nats.Conn, cancel context.CancelCauseFunc) (stop func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if _, ok := <-ch; ok {
-			cancel(&connClosedError{nc.LastError()})
+			cancel(&ConnClosedError{nc.LastError()})
 		}
 	})
 	if nc.IsClosed() { // closed before the listener was registered
-		cancel(&connClosedError{nc.LastError()})
+		cancel(&ConnClosedError{nc.LastError()})
 	}
 	return func() {
 		nc.RemoveStatusListener(ch) // closes ch: the goroutine returns
@@ -129,9 +117,9 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// newJetStream returns the JetStream context for the configured domain or
+// NewJetStream returns the JetStream context for the configured domain or
 // API prefix.
-func newJetStream(nc *nats.Conn, c *config.NATS) (jetstream.JetStream, error) {
+func NewJetStream(nc *nats.Conn, c *config.NATS) (jetstream.JetStream, error) {
 	switch {
 	case c.Domain != nil:
 		return jetstream.NewWithDomain(nc, *c.Domain)

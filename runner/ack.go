@@ -88,6 +88,9 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 		if r.AckConfirmation != nil {
 			m.AckConfirmationUnsupported.Inc()
 		}
+		span := b.tr.Span(i)
+		span.Term(err)
+		span.End()
 		if err != nil {
 			m.TermErrors.Inc()
 			_, seq := b.where(i)
@@ -111,11 +114,13 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 			return false
 		})
 		for k, i := range order {
-			switch {
-			case isTerm(i):
-			case errs[k] != nil:
+			if isTerm(i) {
+				continue
+			}
+			ackTraced(b, i, errs[k])
+			if errs[k] != nil {
 				ackFailed(i, errs[k])
-			default:
+			} else {
 				m.MessagesAcked.Inc()
 			}
 		}
@@ -125,7 +130,9 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 				sendTerm(i)
 				continue
 			}
-			if err := b.msgs[i].Ack(); err != nil {
+			err := b.msgs[i].Ack()
+			ackTraced(b, i, err)
+			if err != nil {
 				ackFailed(i, err)
 			} else {
 				m.MessagesAcked.Inc()
@@ -140,6 +147,15 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 		m.MessageTermSeconds.Observe(termTime.Seconds())
 	}
 	r.flush(log)
+}
+
+// ackTraced ends message i's span with its ack event; err is the ACK's (or
+// its confirmation's) failure. The outcome attribute was set when the
+// message was committed or dead-lettered.
+func ackTraced(b *batch, i int, err error) {
+	s := b.tr.Span(i)
+	s.Ack(err)
+	s.End()
 }
 
 // errAckTimeout is a confirmation that did not arrive within the timeout.

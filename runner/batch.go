@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/dlq"
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -45,6 +46,14 @@ type batch struct {
 	failed   []bool // counted in messages_failed_total
 	settled  []bool // ACKed, TERMed, NAKed or deliberately left for AckWait
 	dlqTried []bool
+	// lastTry marks messages that failed on their last allowed delivery and
+	// were not dead-lettered: the server will not deliver them again, so
+	// their span's outcome is left_unacked even when they are NAKed.
+	lastTry []bool
+	// tr holds the message spans; nil when tracing is off or the envelopes
+	// could not be built. Every message span ends with the message's final
+	// decision (trace.go).
+	tr *tracing.Batch
 }
 
 func newBatch(msgs []jetstream.Msg) *batch {
@@ -57,6 +66,7 @@ func newBatch(msgs []jetstream.Msg) *batch {
 		failed:   make([]bool, n),
 		settled:  make([]bool, n),
 		dlqTried: make([]bool, n),
+		lastTry:  make([]bool, n),
 	}
 }
 
@@ -126,6 +136,10 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	m := r.metrics()
 	b := newBatch(msgs)
 	n := len(msgs)
+	// Registered first so that it runs last, after a panic's recovery has
+	// settled (and ended the spans of) what it could: whatever span is
+	// still open then is ended here rather than leaked.
+	defer func() { b.tr.End() }()
 	untrack := r.track()
 	defer untrack()
 	defer r.probeDone(probe, true) // a no-op if the batch opened or closed the circuit
@@ -158,6 +172,9 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		return
 	}
 	b.envs = envs
+	// One consume span per message from here to its final decision; ctx
+	// carries no span, so each continues its own producer's trace.
+	b.tr = r.Tracer.StartBatch(ctx, b.id, envs)
 
 	// Step 3: encryption.
 	if err := r.encrypt(envs); err != nil {
@@ -205,7 +222,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		}
 	case len(write) > 0:
 		iso := isolation{
-			write:   r.writer(log),
+			write:   r.writer(b, log),
 			byBatch: r.Isolation == IsolationBatch,
 			onSplit: m.SinkBatchBisections.Inc,
 		}
@@ -226,6 +243,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		switch {
 		case res.Outcome.Acked():
 			acks = append(acks, i)
+			b.tr.Span(i).SetOutcome(committedOutcome(res.Outcome))
 		case res.Outcome == sink.Permanent:
 			r.fail(b, i, res.ErrorType, res.Err)
 			if !preWrite[i] {
@@ -278,6 +296,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 				log.Error("permanent failure and DLQ disabled; left unacknowledged",
 					"subject", subj, "stream_sequence", seq, "error_type", b.errTypes[i])
 				b.settled[i] = true
+				b.traceLeft(i)
 			}
 		} else {
 			var failed []int
@@ -304,12 +323,7 @@ func (r *Runner) recoverTemporary(ctx context.Context, b *batch, idx []int, log 
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("batch processing panicked", "batch_id", b.id, "error", fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
-			var msgs []jetstream.Msg
-			for _, i := range b.unsettled() {
-				b.settled[i] = true
-				msgs = append(msgs, b.msgs[i])
-			}
-			r.nakNow(msgs, log)
+			r.nakIdx(b, b.unsettled(), log)
 		}
 	}()
 	r.temporary(ctx, b, idx, log)
@@ -366,11 +380,15 @@ func (r *Runner) encrypt(envs []*sink.Envelope) (err error) {
 	return nil
 }
 
-// writer wraps WriteBatch with its metrics and turns a panicking sink into a
-// temporary failure of that call.
-func (r *Runner) writer(log *slog.Logger) writeFunc {
+// writer wraps b's WriteBatch calls with their metrics and write span, and
+// turns a panicking sink into a temporary failure of that call. depth is the
+// bisection depth of the call (0 for the whole batch).
+func (r *Runner) writer(b *batch, log *slog.Logger) writeFunc {
 	m := r.metrics()
-	return func(ctx context.Context, set []*sink.Envelope) (res []sink.Result) {
+	return func(ctx context.Context, set []*sink.Envelope, depth int) (res []sink.Result) {
+		// The write context carries the write span and lets the sink find
+		// each envelope's message span for its client spans.
+		wctx, ws := b.tr.StartWrite(ctx, set, depth)
 		defer func() {
 			if p := recover(); p != nil {
 				err := fmt.Errorf("sink %s panicked: %v", r.Sink.Type(), p)
@@ -380,9 +398,11 @@ func (r *Runner) writer(log *slog.Logger) writeFunc {
 					res[i] = sink.Result{Outcome: sink.Temporary, Err: err, Shared: true}
 				}
 			}
+			ws.Results(res)
+			ws.End()
 		}()
 		start := time.Now()
-		res = r.Sink.WriteBatch(ctx, set)
+		res = r.Sink.WriteBatch(wctx, set)
 		for _, x := range res {
 			if x.Outcome.Acked() {
 				m.SinkBatchWriteSeconds.Observe(time.Since(start).Seconds())
@@ -443,21 +463,23 @@ func (r *Runner) deadLetter(ctx context.Context, b *batch, idx []int, errorType 
 	}
 	outs := make([]outcome, len(idx))
 	msgs := make([]dlq.Message, len(idx))
+	types := make([]string, len(idx)) // the error type each dead letter carries
 	for k, i := range idx {
 		b.dlqTried[i] = true
 		f := dlq.Failure{ErrorType: b.errTypes[i], Error: errText(b.errs[i])}
 		if errorType != "" {
 			f.ErrorType = errorType
 		}
+		types[k] = f.ErrorType
 		msgs[k] = dlq.Build(b.envs[i], f, opts, r.now())
 	}
 	sem := make(chan struct{}, dlqParallel)
 	var wg sync.WaitGroup
-	for k := range idx {
+	for k, i := range idx {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outs[k].dup, outs[k].err = r.publishDLQ(ctx, msgs[k])
+			outs[k].dup, outs[k].err = r.publishDLQ(ctx, b, i, types[k], msgs[k])
 		})
 	}
 	wg.Wait()
@@ -475,25 +497,35 @@ func (r *Runner) deadLetter(ctx context.Context, b *batch, idx []int, errorType 
 		if outs[k].dup {
 			m.DLQPublishDuplicates.Inc()
 		}
-		et := b.errTypes[i]
-		if errorType != "" {
-			et = errorType
-		}
+		et := types[k]
 		dlog.Warn("permanent failure dead-lettered", "subject", subj, "stream_sequence", seq, "error_type", et)
+		s := b.tr.Span(i)
+		s.Fail(et, b.errs[i])
+		s.SetOutcome(tracing.OutcomeDeadLettered)
 		ok = append(ok, i)
 	}
 	return ok, failed
 }
 
-// publishDLQ publishes one dead letter and waits for its PubAck. The
-// deterministic Nats-Msg-Id lets the DLQ stream drop the copy that a lost ACK
-// and redelivery would otherwise add.
-func (r *Runner) publishDLQ(ctx context.Context, dm dlq.Message) (duplicate bool, err error) {
+// publishDLQ publishes dm, the dead letter of message i (failed with
+// errorType), and waits for its PubAck. The deterministic Nats-Msg-Id lets
+// the DLQ stream drop the copy that a lost ACK and redelivery would
+// otherwise add. With tracing, the publish has its own span, a child of the
+// message's, and the dead letter carries that span's context instead of the
+// trace headers dlq.Build copied.
+func (r *Runner) publishDLQ(ctx context.Context, b *batch, i int, errorType string, dm dlq.Message) (duplicate bool, err error) {
+	ctx, span := b.tr.StartDeadLetter(ctx, i, r.DeadLetter.Subject, errorType)
+	defer span.End()
 	pctx, cancel := context.WithTimeout(ctx, r.publishTimeout())
 	defer cancel()
 	h := nats.Header{}
 	for k, v := range dm.Header {
 		h[k] = slices.Clone(v)
+	}
+	if b.tr != nil {
+		// Without tracing dlq.Build's verbatim copy is what the spec asks
+		// for, and Inject would only rewrite it.
+		tracing.Inject(ctx, b.envs[i], h)
 	}
 	msg := &nats.Msg{Subject: r.DeadLetter.Subject, Data: dm.Body, Header: h}
 	var opts []jetstream.PublishOpt
@@ -502,6 +534,7 @@ func (r *Runner) publishDLQ(ctx context.Context, dm dlq.Message) (duplicate bool
 	}
 	ack, err := r.JetStream.PublishMsg(pctx, msg, opts...)
 	if err != nil {
+		span.Fail(errTypeDLQPublish, err)
 		return false, err
 	}
 	return ack.Duplicate, nil
@@ -558,6 +591,7 @@ func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.L
 				if slices.Contains(ok, i) {
 					continue
 				}
+				b.lastTry[i] = true
 				subj, seq := b.where(i)
 				log.Error("max deliveries reached", "subject", subj, "stream_sequence", seq, "error_type", b.errTypes[i])
 				m.MessagesMaxDeliverReached.Inc()
@@ -577,6 +611,7 @@ func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.L
 		log.Error("retry budget exhausted; left for redelivery", "batch_id", b.id, "count", len(idx), "attempt", attempt)
 		for _, i := range idx {
 			b.settled[i] = true
+			b.traceLeft(i)
 		}
 		return
 	}
@@ -587,6 +622,7 @@ func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.L
 	if r.TemporaryAction == ActionLeaveUnacked {
 		for _, i := range idx {
 			b.settled[i] = true
+			b.traceLeft(i)
 		}
 		return
 	}
@@ -598,6 +634,7 @@ func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.L
 			err = b.msgs[i].Nak()
 		}
 		b.settled[i] = true
+		b.traceNak(i, delay, err)
 		if err != nil {
 			_, seq := b.where(i)
 			log.Warn("nak failed", "stream_sequence", seq, "error", err.Error())
@@ -619,12 +656,28 @@ func (r *Runner) abandon(b *batch, idx []int, log *slog.Logger) {
 	r.st.mu.Lock()
 	r.st.abandoned += len(idx)
 	r.st.mu.Unlock()
-	msgs := make([]jetstream.Msg, len(idx))
-	for k, i := range idx {
-		msgs[k] = b.msgs[i]
-		b.settled[i] = true
+	r.nakIdx(b, idx, log)
+}
+
+// nakIdx NAKs the messages idx of b without delay, settling them and ending
+// their spans.
+func (r *Runner) nakIdx(b *batch, idx []int, log *slog.Logger) {
+	if len(idx) == 0 {
+		return
 	}
-	r.nakNow(msgs, log)
+	m := r.metrics()
+	for _, i := range idx {
+		err := b.msgs[i].Nak()
+		b.settled[i] = true
+		b.traceNak(i, 0, err)
+		if err != nil {
+			_, seq := b.where(i)
+			log.Warn("nak failed", "stream_sequence", seq, "error", err.Error())
+			continue
+		}
+		m.MessagesNacked.Inc()
+	}
+	r.flush(log)
 }
 
 // nakNow NAKs msgs without delay.

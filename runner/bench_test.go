@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -157,4 +160,20 @@ func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// BenchmarkPipelineTracing is BenchmarkPipelineNull (in flight 1) with a
+// Tracer whose spans go through the batch span processor to an exporter
+// that drops them: the cost of span recording without the encoding and
+// network of a real exporter. sample=0 is messages without trace context at
+// sample_ratio 0; compare with BenchmarkPipelineNull/inflight=1 for off.
+func BenchmarkPipelineTracing(b *testing.B) {
+	for _, ratio := range []float64{0, 1} {
+		b.Run(fmt.Sprintf("sample=%v", ratio), func(b *testing.B) {
+			tr := tracing.NewWithProcessor(sdktrace.NewBatchSpanProcessor(tracetest.NewNoopExporter()), ratio,
+				tracing.Options{Sink: "null", Subject: "orders.>"})
+			defer func() { _ = tr.Shutdown(context.Background()) }()
+			b.ReportMetric(pipelineRate(b, b.N, 1, func(r *Runner) { r.Tracer = tr }), "msgs/s")
+		})
+	}
 }

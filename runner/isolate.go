@@ -14,9 +14,11 @@ const (
 	IsolationBatch   = "batch"
 )
 
-// writeFunc is one WriteBatch call (the runner wraps the sink with metrics
-// and panic recovery). It returns exactly one result per envelope.
-type writeFunc func(ctx context.Context, batch []*sink.Envelope) []sink.Result
+// writeFunc is one WriteBatch call (the runner wraps the sink with metrics,
+// panic recovery and the write span). depth is 0 for the call with the
+// whole batch and n for a call made by the n-th level of bisection. It
+// returns exactly one result per envelope.
+type writeFunc func(ctx context.Context, batch []*sink.Envelope, depth int) []sink.Result
 
 // errBisectionStopped marks messages that bisection never wrote because an
 // earlier part of the batch failed temporarily (runtime §4 rule 5).
@@ -39,12 +41,12 @@ type isolation struct {
 // run writes batch and resolves every message to committed, duplicate,
 // permanent, temporary, destination or not_attempted.
 func (iso *isolation) run(ctx context.Context, batch []*sink.Envelope) []sink.Result {
-	out := iso.call(ctx, batch)
+	out := iso.call(ctx, batch, 0)
 	if iso.byBatch {
 		return byBatch(out)
 	}
 	if shared := sharedPermanent(out, nil); len(shared) > 1 {
-		iso.bisect(ctx, batch, out, shared)
+		iso.bisect(ctx, batch, out, shared, 1)
 	}
 	return out
 }
@@ -53,9 +55,9 @@ func (iso *isolation) run(ctx context.Context, batch []*sink.Envelope) []sink.Re
 // misbehaving sink can never turn into an ACK: a wrong result count makes the
 // whole call temporary, an unknown outcome is temporary, and a permanent
 // result without an error type gets PermanentSinkError.
-func (iso *isolation) call(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+func (iso *isolation) call(ctx context.Context, batch []*sink.Envelope, depth int) []sink.Result {
 	iso.calls++
-	res := iso.write(ctx, batch)
+	res := iso.write(ctx, batch, depth)
 	return normalise(res, len(batch))
 }
 
@@ -106,7 +108,8 @@ func sharedPermanent(res []sink.Result, idx []int) []int {
 // bisect resolves set (indices into batch/out, |set| > 1) whose transaction
 // failed permanently as a whole: write its first half as its own
 // transaction, then the second, recursing on shared permanent failures.
-func (iso *isolation) bisect(ctx context.Context, batch []*sink.Envelope, out []sink.Result, set []int) {
+// depth is the bisection level of the halves' writes (1 for the first split).
+func (iso *isolation) bisect(ctx context.Context, batch []*sink.Envelope, out []sink.Result, set []int, depth int) {
 	if iso.onSplit != nil {
 		iso.onSplit()
 	}
@@ -121,7 +124,7 @@ func (iso *isolation) bisect(ctx context.Context, batch []*sink.Envelope, out []
 		for j, i := range part {
 			sub[j] = batch[i]
 		}
-		res := iso.call(ctx, sub)
+		res := iso.call(ctx, sub, depth)
 		for j, i := range part {
 			out[i] = res[j]
 			switch res[j].Outcome {
@@ -142,7 +145,7 @@ func (iso *isolation) bisect(ctx context.Context, batch []*sink.Envelope, out []
 			// would repeat upstream's Q5 mistake.
 			notAttempted(out, shared, nil)
 		default:
-			iso.bisect(ctx, batch, out, shared)
+			iso.bisect(ctx, batch, out, shared, depth+1)
 		}
 	}
 }

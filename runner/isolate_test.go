@@ -26,7 +26,7 @@ type txFake struct {
 	committed []uint64
 }
 
-func (f *txFake) write(ctx context.Context, b []*sink.Envelope) []sink.Result {
+func (f *txFake) write(ctx context.Context, b []*sink.Envelope, _ int) []sink.Result {
 	f.calls++
 	if f.results != nil {
 		return f.results(len(b))
@@ -190,9 +190,9 @@ func TestIsolationCancelledStopsBisection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fake := &txFake{bad: map[uint64]bool{4: true}}
 	calls := 0
-	iso := isolation{write: func(c context.Context, b []*sink.Envelope) []sink.Result {
+	iso := isolation{write: func(c context.Context, b []*sink.Envelope, depth int) []sink.Result {
 		calls++
-		res := fake.write(c, b)
+		res := fake.write(c, b, depth)
 		cancel() // shutdown timeout reached during the first write
 		return res
 	}}

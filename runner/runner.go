@@ -28,6 +28,13 @@
 // durable consumer. In reconcile mode only immutable drift refuses the
 // start, and the error lists just those fields; mutable differences are
 // written back over the server's current configuration.
+//
+// # Tracing
+//
+// With a Tracer every message has a span from its envelope to its final
+// decision, ended by the same code that ACKs, TERMs or NAKs it, with the
+// outcome the decision implies (trace.go); the spans never influence a
+// decision. A nil Tracer costs a few nil checks per batch.
 package runner
 
 import (
@@ -46,6 +53,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/metadata"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -148,6 +156,16 @@ type Runner struct {
 	Freshness Freshness
 	// Metrics receives every runner metric; nil disables metrics.
 	Metrics *telemetry.Metrics
+	// Tracer, when set, traces every message (observability §4): a
+	// "process" span per message from its envelope to its final decision
+	// (ACK, TERM and NAK are events on it), a "write" span per WriteBatch
+	// call linked to the spans of the messages it wrote, and a "publish"
+	// span per dead letter, whose context the dead letter carries. The
+	// context WriteBatch receives lets sinks start client spans under each
+	// message's span (tracing.StartClient). nil disables tracing; the
+	// runner then only copies trace headers verbatim into dead letters.
+	// The caller shuts the Tracer down after Run returns.
+	Tracer *tracing.Tracer
 	// Logger receives runner logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.

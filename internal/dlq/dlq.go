@@ -57,8 +57,10 @@ const MsgIDPrefix = "nats-sinks-dlq:"
 // maxReason bounds x-dead-letter-reason in bytes.
 const maxReason = 512
 
-// traceHeaders are forwarded verbatim while tracing is not implemented
-// (data-shapes §8.2, tracing disabled).
+// traceHeaders are copied verbatim from the original message: what
+// data-shapes §8.2 asks for with tracing disabled. With tracing enabled the
+// runner replaces them, before publishing, with the context of the dead
+// letter's own publish span (tracing.Inject), so Build needs no tracer.
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 
 // Build returns the DLQ message for e. failedAt is the time the record is

@@ -54,6 +54,15 @@ func (s Span) End() {
 	}
 }
 
+// SetAttributes sets attributes on the span: a sink client span's response
+// attributes (status code, partition), known only when the request ends.
+// Never pass payloads, header values or secrets.
+func (s Span) SetAttributes(attrs ...attribute.KeyValue) {
+	if s.s != nil {
+		s.s.SetAttributes(attrs...)
+	}
+}
+
 // SetOutcome sets nats_sink.outcome on a message span.
 func (s Span) SetOutcome(o Outcome) {
 	if s.s != nil {

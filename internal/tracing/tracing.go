@@ -102,6 +102,35 @@ func New(ctx context.Context, cfg *config.Tracing, o Options) (*Tracer, error) {
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(newSampler(cfg.SampleRatio)),
 	)
+	return newTracer(tp, o), nil
+}
+
+// NewWithProcessor returns a Tracer whose spans go to sp rather than to an
+// exporter built from the tracing section: tests record spans in memory with
+// it (package tracingtest), and a library user can plug in a pipeline of
+// their own. Sampling is as with New, at sampleRatio; the resource has
+// service.name "nats-sink" and Options' version. Shutdown shuts sp down.
+func NewWithProcessor(sp sdktrace.SpanProcessor, sampleRatio float64, o Options) *Tracer {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg := config.Default().Tracing
+	cfg.SampleRatio = sampleRatio
+	res, err := newResource(&cfg, o)
+	if err != nil {
+		// Only crypto/rand failing can get here; a resource without the
+		// instance id is still usable.
+		res = resource.Empty()
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(sp),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(newSampler(sampleRatio)),
+	)
+	return newTracer(tp, o)
+}
+
+func newTracer(tp *sdktrace.TracerProvider, o Options) *Tracer {
 	t := &Tracer{
 		provider: tp,
 		tracer:   tp.Tracer(ScopeName, trace.WithInstrumentationVersion(o.Version)),
@@ -110,7 +139,7 @@ func New(ctx context.Context, cfg *config.Tracing, o Options) (*Tracer, error) {
 	if o.Subject != "" {
 		t.process = "process " + o.Subject
 	}
-	return t, nil
+	return t
 }
 
 // Shutdown flushes the spans not yet exported, for at most ShutdownTimeout

@@ -11,7 +11,9 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -19,11 +21,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -36,10 +42,6 @@ var _ sink.Sink = (*Sink)(nil)
 
 // Schema is the schema name of envelope bodies (data-shapes §10).
 const Schema = "nats_sinks.http.message.v1"
-
-// traceHeaders are forwarded verbatim from the message while tracing is not
-// built (observability §4, tracing disabled).
-var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 
 // Sink sends one HTTP request per message. It is safe for concurrent
 // WriteBatch calls; they share one connection pool.
@@ -54,6 +56,8 @@ type Sink struct {
 	timeout time.Duration
 	success map[int]bool
 	retry   map[int]bool
+	// spanAttrs are the request attributes of every client span.
+	spanAttrs []attribute.KeyValue
 
 	reqSeconds *telemetry.Histogram
 
@@ -133,6 +137,7 @@ func New(_ context.Context, c Config) (*Sink, error) {
 		jitter:  jitterDraw,
 		now:     time.Now,
 	}
+	s.spanAttrs = clientAttrs(c.Method, c.URL)
 	s.reqSeconds, _ = c.Metrics.NewHistogram("http_request_seconds", "Duration of one HTTP sink request attempt, response body included.", nil)
 	return s, nil
 }
@@ -234,7 +239,7 @@ func (s *Sink) write(ctx context.Context, e *sink.Envelope) sink.Result {
 		return sink.Failed(fmt.Errorf("http sink (stream seq %d): %w", e.StreamSequence, err))
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.send(ctx, e, body, key)
+		err := s.send(ctx, e, body, key, attempt)
 		if err == nil {
 			return sink.Ok
 		}
@@ -392,11 +397,21 @@ func (e *statusError) Error() string {
 // errResponseTooLarge reports a response body over max_response_bytes.
 var errResponseTooLarge = errors.New("HTTP response body exceeds max_response_bytes")
 
-// send makes one request attempt and returns nil when the endpoint stored
-// the message, else an error classified for sink.Failed.
-func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key string) error {
+// send makes one request attempt (attempt counts from 1) and returns nil
+// when the endpoint stored the message, else an error classified for
+// sink.Failed.
+//
+// With tracing, each attempt is a CLIENT span, a child of the message's
+// span, and the request carries that span's traceparent; without it the
+// message's own trace headers are copied (observability §4).
+func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key string, attempt int) (err error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	actx, span := tracing.StartClient(actx, e, s.cfg.Method, trace.SpanKindClient, s.spanAttrs...)
+	defer func() { endClientSpan(span, err) }()
+	if attempt > 1 {
+		span.SetAttributes(attribute.Int("http.request.resend_count", attempt-1))
+	}
 	req, err := http.NewRequestWithContext(actx, s.cfg.Method, s.url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("build HTTP request: %w", err)
@@ -405,10 +420,10 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	if key != "" {
 		req.Header.Set(s.cfg.Idempotency.Header, key)
 	}
-	for _, name := range traceHeaders {
+	for name, v := range tracing.Headers(actx, e) {
 		// A value the transport would refuse is dropped, not sent: broken
 		// trace context must not keep a message from being delivered.
-		if v, ok := e.Headers.Get(name); ok && validHeaderValue(v) {
+		if validHeaderValue(v) {
 			req.Header.Set(name, v)
 		}
 	}
@@ -426,6 +441,7 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	resp.Body.Close()
 	s.reqSeconds.Observe(time.Since(start).Seconds())
 	code := resp.StatusCode
+	span.SetAttributes(attribute.Int("http.response.status_code", code))
 	switch {
 	case s.success[code]:
 		// The response is read before the status is trusted: a body cut
@@ -453,6 +469,49 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	default:
 		return sink.AsPermanent(&statusError{code})
 	}
+}
+
+// clientAttrs returns the HTTP client span attributes known before the
+// request (OpenTelemetry HTTP semantic conventions). The URL is safe to
+// record whole: the configuration refuses user-info, a query and a fragment.
+func clientAttrs(method, raw string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String("http.request.method", method)}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return attrs
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		port = 80
+		if u.Scheme == "https" {
+			port = 443
+		}
+	}
+	return append(attrs,
+		attribute.String("server.address", u.Hostname()),
+		attribute.Int("server.port", port),
+		attribute.String("url.full", u.String()),
+	)
+}
+
+// endClientSpan records err on an attempt's client span and ends it.
+// error.type is the status code for an unsuccessful status (as the HTTP
+// conventions have it), "timeout" for an attempt that ran out of time, and
+// "_OTHER" for any other failure.
+func endClientSpan(span tracing.Span, err error) {
+	if err != nil && span.IsRecording() {
+		var se *statusError
+		var ne net.Error
+		errType := "_OTHER"
+		switch {
+		case errors.As(err, &se):
+			errType = strconv.Itoa(se.code)
+		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+			errType = "timeout"
+		}
+		span.Fail(errType, err)
+	}
+	span.End()
 }
 
 // validHeaderValue reports whether v can be sent as a header value: no

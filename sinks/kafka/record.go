@@ -28,9 +28,11 @@ const (
 	HeaderIdempotencyKey = "nats-sinks-idempotency-key"
 )
 
-// traceHeaders carry the message's trace context. Tracing spans are not
-// built yet, so they are copied verbatim from the message (observability
-// §4, tracing disabled), after the sink's own headers.
+// traceHeaders carry the message's trace context. Record copies them
+// verbatim from the message, after the sink's own headers: what
+// observability §4 asks for with tracing disabled. With tracing, WriteBatch
+// replaces them with the context of the record's produce span
+// (setTraceHeaders).
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 
 // ownHeaders are never forwarded from the message: the sink sets them, and
@@ -167,6 +169,17 @@ func (c *Config) headers(e *sink.Envelope, key string) []kgo.RecordHeader {
 		}
 	}
 	return h
+}
+
+// setTraceHeaders replaces r's trace headers (any case) with h, appended
+// in the order of traceHeaders, as Record places them.
+func setTraceHeaders(r *kgo.Record, h map[string]string) {
+	r.Headers = slices.DeleteFunc(r.Headers, func(rh kgo.RecordHeader) bool { return isOneOf(rh.Key, traceHeaders[:]) })
+	for _, name := range traceHeaders {
+		if v, ok := h[name]; ok {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: name, Value: []byte(v)})
+		}
+	}
 }
 
 func isOneOf(name string, set []string) bool {

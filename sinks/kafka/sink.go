@@ -7,14 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -86,9 +91,11 @@ func (s *Sink) Type() string { return "kafka" }
 
 // produced is the outcome of one record's produce, as its promise reports it.
 type produced struct {
-	i     int
-	err   error
-	start time.Time
+	i         int
+	err       error
+	start     time.Time
+	partition int32
+	offset    int64
 }
 
 // WriteBatch produces one record per envelope, all at once, and returns one
@@ -101,6 +108,11 @@ type produced struct {
 // cancels every record not yet sent. A record that lands after the
 // deadline is written a second time on redelivery — a duplicate key, never
 // a loss.
+//
+// With tracing, each record is a PRODUCER span "send <topic>", a child of
+// its message's span, lasting until the broker's acknowledgement, and the
+// record carries that span's context (observability §4); without tracing it
+// carries the message's own trace headers.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	results := make([]sink.Result, len(batch))
 	if err := ctx.Err(); err != nil {
@@ -115,6 +127,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	defer cancel() // fails the records still buffered after a timeout
 
 	recs := make([]*kgo.Record, len(batch))
+	spans := make([]tracing.Span, len(batch))
 	// Buffered for every record: a promise never blocks, not even one
 	// that reports after WriteBatch has returned.
 	done := make(chan produced, len(batch))
@@ -125,15 +138,19 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	pending := 0
 	for i, e := range batch {
 		r, err := s.cfg.Record(e, storedAt)
+		if err == nil {
+			spans[i], err = s.traceRecord(ctx, e, r)
+		}
 		if err != nil {
 			results[i] = sink.Failed(errorf(e, "", err))
+			endSpan(spans[i], results[i])
 			continue
 		}
 		recs[i] = r
 		pending++
 		start := time.Now()
-		s.client.Produce(wctx, r, func(_ *kgo.Record, err error) {
-			done <- produced{i: i, err: err, start: start}
+		s.client.Produce(wctx, r, func(r *kgo.Record, err error) {
+			done <- produced{i: i, err: err, start: start, partition: r.Partition, offset: r.Offset}
 		})
 	}
 
@@ -150,13 +167,20 @@ collect:
 				s.produceSeconds.Observe(time.Since(d.start).Seconds())
 				s.records.Inc()
 				results[d.i] = sink.Ok
+				spans[d.i].SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(d.partition))),
+					attribute.Int64("messaging.kafka.offset", d.offset))
+				endSpan(spans[d.i], sink.Ok)
 				continue
 			}
 			if batchRejection(d.err) {
 				suspects = append(suspects, d.i)
+				// Its own span records the refusal; isolate's lone
+				// produce gets a new one.
+				endSpan(spans[d.i], sink.Failed(d.err))
 				continue
 			}
 			results[d.i] = sink.Failed(errorf(batch[d.i], recs[d.i].Topic, classify(d.err)))
+			endSpan(spans[d.i], results[d.i])
 		case <-broken:
 			// Authentication or certificate failure: waiting out
 			// produce_timeout_ms would not change it.
@@ -179,6 +203,7 @@ collect:
 		for i, r := range recs {
 			if r != nil && !resolved[i] {
 				results[i] = sink.Failed(errorf(batch[i], r.Topic, err))
+				endSpan(spans[i], results[i])
 			}
 		}
 	}
@@ -186,6 +211,42 @@ collect:
 		results[i] = s.isolate(wctx, batch[i], recs[i])
 	}
 	return results
+}
+
+// traceRecord starts r's produce span under e's message span and puts the
+// span's context into r's trace headers. Without tracing (no message span
+// in ctx) r keeps the message's own trace headers and the span is the
+// zero Span. A record the new headers push over max_record_bytes (the
+// message's traceparent was shorter, or missing) is refused like any
+// oversized record.
+func (s *Sink) traceRecord(ctx context.Context, e *sink.Envelope, r *kgo.Record) (tracing.Span, error) {
+	pctx, span := tracing.StartClient(ctx, e, "send "+r.Topic, trace.SpanKindProducer,
+		attribute.String("messaging.system", "kafka"),
+		attribute.String("messaging.operation.type", "send"),
+		attribute.String("messaging.operation.name", "send"),
+		attribute.String("messaging.destination.name", r.Topic),
+	)
+	if !span.SpanContext().IsValid() {
+		return span, nil
+	}
+	setTraceHeaders(r, tracing.Headers(pctx, e))
+	if n := framedSize(r); n > s.cfg.MaxRecordBytes {
+		return span, sink.AsPermanentType(sink.SerializationError,
+			fmt.Errorf("kafka record of %d bytes exceeds max_record_bytes (%d)", n, s.cfg.MaxRecordBytes))
+	}
+	return span, nil
+}
+
+// endSpan ends a produce span with its record's result.
+func endSpan(span tracing.Span, r sink.Result) {
+	if !r.Outcome.Acked() {
+		errType := r.ErrorType
+		if errType == "" {
+			errType = r.Outcome.String()
+		}
+		span.Fail(errType, r.Err)
+	}
+	span.End()
 }
 
 // timeoutError describes records that got no acknowledgement in time. The
@@ -279,19 +340,33 @@ func (s *Sink) isolate(ctx context.Context, e *sink.Envelope, r *kgo.Record) sin
 		}
 		s.iso = iso
 	}
-	// A fresh record: the first attempt left producer state on r.
-	alone := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
-	start := time.Now()
-	err := s.iso.ProduceSync(ctx, alone).FirstErr()
-	switch {
-	case err == nil:
-		s.produceSeconds.Observe(time.Since(start).Seconds())
-		s.records.Inc()
-		return sink.Ok
-	case batchRejection(err):
-		return sink.Failed(errorf(e, r.Topic, sink.AsPermanent(fmt.Errorf("broker refused the record: %w", err))))
-	}
-	return sink.Failed(errorf(e, r.Topic, classify(err)))
+	// A fresh record: the first attempt left producer state on r. Its
+	// headers are copied: traceRecord replaces the trace headers in place.
+	alone := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: slices.Clone(r.Headers), Timestamp: r.Timestamp}
+	span, err := s.traceRecord(ctx, e, alone)
+	res := func() sink.Result {
+		if err != nil {
+			return sink.Failed(errorf(e, r.Topic, err))
+		}
+		start := time.Now()
+		results := s.iso.ProduceSync(ctx, alone)
+		err := results.FirstErr()
+		switch {
+		case err == nil:
+			s.produceSeconds.Observe(time.Since(start).Seconds())
+			s.records.Inc()
+			if rec, _ := results.First(); rec != nil {
+				span.SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(rec.Partition))),
+					attribute.Int64("messaging.kafka.offset", rec.Offset))
+			}
+			return sink.Ok
+		case batchRejection(err):
+			return sink.Failed(errorf(e, r.Topic, sink.AsPermanent(fmt.Errorf("broker refused the record: %w", err))))
+		}
+		return sink.Failed(errorf(e, r.Topic, classify(err)))
+	}()
+	endSpan(span, res)
+	return res
 }
 
 // classify marks a produce error per sinks.md §9: authorization and SASL

@@ -25,9 +25,10 @@ const (
 	HeaderExpectedStream   = "Nats-Expected-Stream"
 )
 
-// traceHeaders carry W3C trace context. Tracing is not implemented, so they
-// are copied verbatim from the original message (observability §4, tracing
-// disabled), whether or not forward_headers is on.
+// traceHeaders carry W3C trace context. Message copies them verbatim from
+// the original message, whether or not forward_headers is on: what
+// observability §4 asks for with tracing disabled. With tracing, WriteBatch
+// replaces them with the context of the republish span.
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 
 // target returns the subject e is republished to.

@@ -10,9 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/internal/subject"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -37,6 +40,9 @@ type Sink struct {
 	seconds *telemetry.Histogram
 	dups    *telemetry.Counter
 	now     func() time.Time
+	// spanName names the PRODUCER span of each republish: "publish " and
+	// the subject, or prefix.> (a template keeps span names few).
+	spanName string
 
 	// afterPublish, when set by a test, runs after message i of a batch
 	// was handed to the connection.
@@ -57,7 +63,8 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	if err := c.checkLoop(); err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: c, slots: make(chan struct{}, c.MaxConcurrentPublishes), now: time.Now}
+	s := &Sink{cfg: c, slots: make(chan struct{}, c.MaxConcurrentPublishes), now: time.Now,
+		spanName: "publish " + c.probeTarget()}
 	if c.Connection == nil {
 		if c.Source == nil {
 			return nil, fmt.Errorf("nats sink: connection is null and there is no source connection to reuse: %w", sink.ErrConfig)
@@ -175,12 +182,18 @@ type inflight struct {
 	target string
 	paf    jetstream.PubAckFuture
 	start  time.Time
+	span   tracing.Span
 }
 
 // WriteBatch republishes each envelope and returns one result per envelope
 // once its own PubAck (or failure) is known. Publishes are pipelined: up to
 // max_concurrent_publishes are outstanding at once, in batch order, while
 // one goroutine collects their acknowledgements.
+//
+// With tracing, each republish is a PRODUCER span, a child of the message's
+// span, lasting until the PubAck, and the republished message carries that
+// span's context (observability §4); without tracing it carries the
+// original message's trace headers.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	results := make([]sink.Result, len(batch))
 	pending := make(chan inflight, min(len(batch), cap(s.slots)))
@@ -188,6 +201,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	wg.Go(func() {
 		for f := range pending {
 			results[f.i] = s.await(ctx, batch[f.i], f)
+			endSpan(f.span, results[f.i])
 			<-s.slots
 		}
 	})
@@ -208,14 +222,25 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 			results[i] = sink.Failed(errorf(e, m.Subject, ctx.Err()))
 			continue
 		}
+		pctx, span := tracing.StartClient(ctx, e, s.spanName, trace.SpanKindProducer,
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.operation.name", "publish"),
+			attribute.String("messaging.destination.name", m.Subject),
+		)
+		if span.SpanContext().IsValid() {
+			// Replaces the copy Message made of the original's headers.
+			tracing.Inject(pctx, e, m.Header)
+		}
 		start := time.Now()
 		paf, err := s.js.PublishMsgAsync(m)
 		if err != nil {
 			<-s.slots
 			results[i] = sink.Failed(errorf(e, m.Subject, s.classify(err, m.Subject)))
+			endSpan(span, results[i])
 			continue
 		}
-		pending <- inflight{i: i, target: m.Subject, paf: paf, start: start}
+		pending <- inflight{i: i, target: m.Subject, paf: paf, start: start, span: span}
 		if s.afterPublish != nil {
 			s.afterPublish(i)
 		}
@@ -223,6 +248,21 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	close(pending)
 	wg.Wait()
 	return results
+}
+
+// endSpan ends a republish span with its message's result.
+func endSpan(span tracing.Span, r sink.Result) {
+	switch {
+	case r.Outcome == sink.Duplicate:
+		span.SetAttributes(attribute.Bool("nats_sink.duplicate", true))
+	case !r.Outcome.Acked():
+		errType := r.ErrorType
+		if errType == "" {
+			errType = r.Outcome.String()
+		}
+		span.Fail(errType, r.Err)
+	}
+	span.End()
 }
 
 // await waits for f's PubAck. A duplicate PubAck means the target stream

@@ -1,0 +1,382 @@
+// Package pipeline runs nats-sink from a loaded configuration: it performs
+// the start-up sequence of the spec (runtime §2: secrets and keys, the sink,
+// the NATS connection, the dead-letter stream check, consumer management,
+// the batch-size check), builds the runner from the configuration, and
+// shuts everything down in the documented order (runtime §14).
+//
+// It is what `nats-sink run` uses, and the way in for a Go program that wants
+// the whole connector from a configuration file:
+//
+//	cfg, err := config.Load("nats-sink.json", builtin.Registry(), nil)
+//	…
+//	p, err := pipeline.Start(ctx, cfg, pipeline.Options{Logger: log, Registerer: reg})
+//	…
+//	defer p.Close(5 * time.Second)
+//	err = p.Run(ctx) // until ctx ends; in-flight batches drain first
+//
+// Programs that build the runner and sink in code use package runner
+// directly. Errors that mean "fix the configuration" (IsConfigError) are the
+// ones the CLI exits 2 for; every other error is a runtime failure.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/tracing"
+	"github.com/nats-sinks/nats-sink/runner"
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Options carries what the embedding program supplies. The zero value is
+// usable: process environment, no logs, metrics counted but not exported,
+// a connection of its own, the configured sink.
+type Options struct {
+	// Env resolves environment-backed secrets and keys; nil means the
+	// process environment.
+	Env config.Env
+	// Logger receives every log record; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the metrics when the configuration's
+	// metrics.enabled is true; nil leaves them unregistered (they are still
+	// counted, see Metrics).
+	Registerer prometheus.Registerer
+	// Conn, when set, is used instead of connecting from the nats section.
+	// The pipeline never closes or drains a connection it was given.
+	Conn *nats.Conn
+	// Sink, when set, replaces the configured sink. Close stops it.
+	Sink sink.Sink
+	// Version is reported as service.version on trace spans.
+	Version string
+}
+
+// Pipeline is one started connector: connection, consumer, sink and runner.
+type Pipeline struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	metrics *telemetry.Metrics
+	nc      *nats.Conn
+	ownConn bool
+	js      jetstream.JetStream
+	sink    sink.Sink
+	spec    runner.ConsumerSpec
+	runner  *runner.Runner
+	tracer  *tracing.Tracer // nil when tracing is disabled
+	refused *refusals       // permissions violations on nc; nil before connecting
+}
+
+// startError marks a start-up failure as a configuration problem found while
+// starting (missing secret, consumer drift, missing DLQ stream): exit 2 in
+// the CLI (runtime §2, §17).
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+func configFailure(err error) error { return &startError{err: err} }
+
+// IsConfigError reports whether err means the configuration (or what it
+// points at: a secret, the consumer's settings, the DLQ stream) must be
+// fixed; retrying without a change cannot succeed. The CLI exits 2 for these.
+func IsConfigError(err error) bool {
+	var se *startError
+	var ce *sink.ConfigError
+	var le *config.Error
+	var re *runner.ConfigError
+	return errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &le) || errors.As(err, &re) ||
+		errors.Is(err, sink.ErrConfig) || errors.Is(err, runner.ErrConsumerNotFound)
+}
+
+// Start runs start-up steps 4–9 of runtime §2 for cfg. On error everything
+// opened so far is closed again, and the error says which step failed.
+func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pipeline{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			p.stopSink(context.WithoutCancel(ctx), time.Second)
+			p.flushTraces(time.Second)
+			if p.ownConn {
+				p.nc.Close()
+			}
+		}
+	}()
+	// Metrics are always counted (demo and bench read them); they are
+	// registered for export only when metrics.enabled.
+	var reg prometheus.Registerer
+	if cfg.Metrics.Enabled {
+		reg = o.Registerer
+	}
+	if p.metrics, err = telemetry.NewMetrics(reg, cfg.Metrics.Namespace); err != nil {
+		return nil, err
+	}
+	// Tracing (observability §4): nil when disabled. Exporter problems the
+	// loader cannot see (an unusable endpoint) are configuration errors.
+	p.tracer, err = tracing.New(ctx, &cfg.Tracing, tracing.Options{Version: o.Version, Sink: cfg.Sink.Type,
+		Subject: cfg.NATS.Subject, Consumer: cfg.NATS.Consumer, Env: o.Env, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+
+	// Step 4: secrets and key material.
+	policy, err := sealPolicy(&cfg.Encryption, o.Env)
+	if err != nil {
+		return nil, err
+	}
+	var natsOpts []nats.Option
+	if o.Conn == nil {
+		if natsOpts, err = NATSOptions(&cfg.NATS, o.Env, log, p.metrics); err != nil {
+			return nil, err
+		}
+	}
+
+	// Steps 5 and 6: the sink and NATS. A NATS republish sink may reuse the
+	// source connection, so it opens after the connection; every other sink
+	// opens first, as runtime §2 orders it.
+	openTheSink := func() error {
+		if o.Sink != nil {
+			p.sink = o.Sink
+			return nil
+		}
+		var err error
+		if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, p.nc); err != nil {
+			return fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
+		}
+		return nil
+	}
+	sinkNeedsConn := cfg.Sink.Type == "nats"
+	if !sinkNeedsConn {
+		if err := openTheSink(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Conn != nil {
+		p.nc = o.Conn
+	} else {
+		p.nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to NATS: %w", err)
+		}
+		p.ownConn = true
+	}
+	if sinkNeedsConn {
+		if err := openTheSink(); err != nil {
+			return nil, err
+		}
+	}
+	p.metrics.NATSConnected.Set(1)
+	if p.js, err = NewJetStream(p.nc, &cfg.NATS); err != nil {
+		return nil, err
+	}
+
+	// Steps 7 and 8 wait for JetStream API replies; a request the user has
+	// no permission for ends its step at once, and a refused fetch later
+	// shows in readiness (refusals). Restored by Close.
+	p.refused = watchRefusals(p.nc, cfg.NATS.Stream)
+	refused := p.refused
+
+	// Step 7: the DLQ stream.
+	var dlqStream string
+	if cfg.DeadLetter.Enabled {
+		sctx, done := refused.step(ctx)
+		dlqStream, err = runner.CheckDLQ(sctx, p.js, *cfg.DeadLetter.Subject)
+		err = refused.explain(sctx, err)
+		done()
+		var ce *runner.ConfigError
+		if errors.As(err, &ce) {
+			return nil, err
+		} else if err != nil {
+			log.Warn("dead-letter stream lookup not permitted; skipping the check", "component", "dlq", "error", err.Error())
+		}
+	}
+
+	// Step 8: consumer management.
+	p.spec = consumerSpec(cfg)
+	sctx, done := refused.step(ctx)
+	consumer, action, err := runner.EnsureConsumer(sctx, p.js, p.spec)
+	err = refused.explain(sctx, err)
+	done()
+	if err != nil {
+		return nil, err
+	}
+	log.Info("consumer ready", "component", "consumer", "action", action,
+		"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer)
+	info := consumer.CachedInfo()
+	if info != nil && dlqStream != "" {
+		sctx, done := refused.step(ctx)
+		if w := runner.DLQWindowWarning(sctx, p.js, dlqStream, info); w != "" {
+			log.Warn(w, "component", "dlq")
+		}
+		done()
+	}
+
+	// Heartbeats must fit inside the consumer's AckWait and BackOff
+	// (config §5.2): checked against the server's view of the consumer.
+	if cfg.Delivery.InProgress.Enabled {
+		if err := runner.CheckInProgress(info, ms(cfg.Delivery.InProgress.IntervalMS)); err != nil {
+			return nil, configFailure(err)
+		}
+	}
+
+	// Step 9: batch size against the consumer's max_batch. (The runner
+	// warns at start when max_ack_pending is below its in-flight capacity.)
+	if err := runner.CheckBatchSize(info, cfg.Delivery.BatchSize); err != nil {
+		return nil, configFailure(err)
+	}
+
+	p.runner = newRunner(cfg, p, consumer, policy)
+	return p, nil
+}
+
+// ConnClosedError is the error of a Run that stopped because the NATS
+// connection closed for good: reconnecting was off, or every attempt of
+// max_reconnect_attempts failed. A process in that state can never become
+// ready again; the CLI exits 1 so that its supervisor restarts it.
+type ConnClosedError struct {
+	// Last is the connection's last error, if any.
+	Last error
+}
+
+func (e *ConnClosedError) Error() string {
+	if e.Last == nil {
+		return "NATS connection closed"
+	}
+	return "NATS connection closed: " + e.Last.Error()
+}
+
+// Run consumes until ctx ends, then lets in-flight batches settle within
+// delivery.shutdown_timeout_ms and returns nil. It returns early with an
+// error on a fail-fast stop (runner.ErrFailFast), a consumer that vanished in
+// bind_only mode (runner.ErrConsumerNotFound), or a connection closed for
+// good (*ConnClosedError). When the consumer disappears and the mode may
+// create it, consumer management runs once more and a new runner takes over
+// (runtime §3.1). Run may be called once.
+func (p *Pipeline) Run(ctx context.Context) error {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopWatch := watchClosed(p.nc, cancel)
+	err := p.runUntilDone(runCtx)
+	stopWatch()
+	var closed *ConnClosedError
+	if errors.As(context.Cause(runCtx), &closed) {
+		return closed
+	}
+	return err
+}
+
+func (p *Pipeline) runUntilDone(ctx context.Context) error {
+	err := p.runner.Run(ctx)
+	if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral {
+		return err
+	}
+	p.log.Warn("consumer disappeared; running consumer management again", "component", "consumer")
+	consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
+	if err != nil {
+		return err
+	}
+	p.log.Info("consumer ready", "component", "consumer", "action", action)
+	// A Runner runs once: build a new one with the same settings.
+	encrypt := p.runner.Encrypt
+	p.runner = newRunner(p.cfg, p, consumer, nil)
+	p.runner.Encrypt = encrypt
+	return p.runner.Run(ctx)
+}
+
+// Close finishes the shutdown sequence after Run returned (runtime §14):
+// stops the sink, drains and closes the connection if the pipeline opened it,
+// and exports the spans still buffered. budget bounds the whole sequence;
+// each step gets what is left of it, at least one second.
+func (p *Pipeline) Close(budget time.Duration) {
+	deadline := time.Now().Add(budget)
+	left := func() time.Duration { return max(time.Until(deadline), time.Second) }
+	p.stopSink(context.Background(), left())
+	if p.ownConn {
+		drainConn(p.nc, left())
+	}
+	p.flushTraces(left())
+}
+
+// Metrics returns the pipeline's metrics. They are counted even when the
+// configuration does not export them.
+func (p *Pipeline) Metrics() *telemetry.Metrics { return p.metrics }
+
+// Ready reports the readiness checks of /readyz (observability §2).
+func (p *Pipeline) Ready() telemetry.Readiness {
+	st := p.runner.Status()
+	r := telemetry.Readiness{NATS: telemetry.CheckOK, Consumer: telemetry.CheckOK, Sink: telemetry.CheckOK, Draining: st.Draining}
+	switch {
+	case p.nc.IsConnected():
+	case p.nc.IsReconnecting(), p.nc.IsClosed():
+		r.NATS = telemetry.NATSDisconnected
+	default:
+		r.NATS = telemetry.NATSConnecting
+	}
+	switch {
+	case !st.Bound:
+		r.Consumer = telemetry.ConsumerNotBound
+	case st.FetchFailing, p.refused != nil && p.refused.fetchRefused():
+		// A refused pull request looks like an empty fetch to the runner;
+		// the server's permissions violation says otherwise.
+		r.Consumer = telemetry.ConsumerFetchFailing
+	}
+	if st.SinkUnhealthy {
+		r.Sink = telemetry.SinkUnhealthy
+	}
+	return r
+}
+
+// stopSink stops the sink within budget and restores the connection's error
+// handler.
+func (p *Pipeline) stopSink(ctx context.Context, budget time.Duration) {
+	if p.refused != nil {
+		p.refused.stop()
+		p.refused = nil
+	}
+	if p.sink != nil {
+		sctx, cancel := context.WithTimeout(ctx, budget)
+		if err := p.sink.Stop(sctx); err != nil {
+			p.log.Warn("sink stop failed", "component", "sink", "error", err.Error())
+		}
+		cancel()
+		p.sink = nil
+	}
+}
+
+// flushTraces exports the spans still buffered, bounded by budget; it runs
+// last, after the connection drained, so the final ACK events are in.
+func (p *Pipeline) flushTraces(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	if err := p.tracer.Shutdown(ctx); err != nil {
+		p.log.Warn("trace export at shutdown failed", "component", "tracing", "error", err.Error())
+	}
+}
+
+// drainConn drains and closes nc within budget.
+func drainConn(nc *nats.Conn, budget time.Duration) {
+	if nc == nil || nc.IsClosed() {
+		return
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	deadline := time.Now().Add(budget)
+	for !nc.IsClosed() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	nc.Close()
+}
