@@ -422,13 +422,21 @@ func (m *Metrics) Namespace() string {
 // NewCounter creates a sink-specific counter (sinks.md, e.g.
 // "postgres_duplicates_total") under the same namespace and registerer, and
 // includes it in the snapshot. Labelled metrics are not supported here. A nil
-// *Metrics returns a nil (no-op) counter.
+// *Metrics returns a nil (no-op) counter. Asking again for a sink metric of the
+// same kind returns the existing one, so that two sinks of one type given the
+// same Metrics (a library program) add to one collector; a name taken by a
+// core metric or by a metric of another kind is an error.
 func (m *Metrics) NewCounter(name, help string) (*Counter, error) {
 	if m == nil {
 		return nil, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, e := range m.extras.counters {
+		if e.name == name {
+			return e.m, nil
+		}
+	}
 	if err := m.checkFree(name); err != nil {
 		return nil, err
 	}
@@ -447,6 +455,11 @@ func (m *Metrics) NewGauge(name, help string) (*Gauge, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, e := range m.extras.gauges {
+		if e.name == name {
+			return e.m, nil
+		}
+	}
 	if err := m.checkFree(name); err != nil {
 		return nil, err
 	}
@@ -469,6 +482,11 @@ func (m *Metrics) NewHistogram(name, help string, buckets []float64) (*Histogram
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, e := range m.extras.histograms {
+		if e.name == name {
+			return e.m, nil
+		}
+	}
 	if err := m.checkFree(name); err != nil {
 		return nil, err
 	}

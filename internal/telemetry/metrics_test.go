@@ -393,9 +393,16 @@ func TestExtraMetrics(t *testing.T) {
 			t.Errorf("%s not registered", n)
 		}
 	}
-	for _, name := range []string{"postgres_duplicates_total", "messages_acked_total", "batch_write_seconds"} {
+	// A second sink of the same type shares the collector.
+	if again, err := m.NewCounter("postgres_duplicates_total", "Rows already present."); err != nil || again != c {
+		t.Errorf("NewCounter of an existing sink counter = %p, %v; want the same counter %p", again, err, c)
+	}
+	if again, err := m.NewHistogram("postgres_commit_seconds", "Commit duration.", nil); err != nil || again != h {
+		t.Errorf("NewHistogram of an existing sink histogram = %p, %v; want %p", again, err, h)
+	}
+	for _, name := range []string{"postgres_commit_seconds", "postgres_pool_open", "messages_acked_total", "batch_write_seconds"} {
 		if _, err := m.NewCounter(name, "dup"); err == nil {
-			t.Errorf("NewCounter(%q) of a taken name: got nil error", name)
+			t.Errorf("NewCounter(%q) of a name taken by a core metric or another kind: got nil error", name)
 		}
 	}
 }

@@ -60,19 +60,13 @@ type metrics struct {
 	ignored, noop, upsertRows, upsertUnk *telemetry.Counter
 }
 
-func newMetrics(tm *telemetry.Metrics) (metrics, error) {
+// newMetrics creates the metrics through sqlmodel.Counter and Histogram,
+// which never fail: a name tm already holds is handled like every SQL sink
+// handles it.
+func newMetrics(tm *telemetry.Metrics) metrics {
 	var m metrics
-	var errs []error
-	hist := func(name, help string) *telemetry.Histogram {
-		h, err := tm.NewHistogram(name, help, nil)
-		errs = append(errs, err)
-		return h
-	}
-	counter := func(name, help string) *telemetry.Counter {
-		c, err := tm.NewCounter(name, help)
-		errs = append(errs, err)
-		return c
-	}
+	hist := func(name, help string) *telemetry.Histogram { return sqlmodel.Histogram(tm, name, help) }
+	counter := func(name, help string) *telemetry.Counter { return sqlmodel.Counter(tm, name, help) }
 	m.execute = hist("mysql_execute_seconds", "Time spent executing one multi-row INSERT statement.")
 	m.commit = hist("mysql_commit_seconds", "Time spent in COMMIT.")
 	m.conflicts = counter("mysql_conflicts_total", "Statements that failed with a duplicate-key error (1062).")
@@ -81,7 +75,7 @@ func newMetrics(tm *telemetry.Metrics) (metrics, error) {
 	m.noop = counter("mysql_duplicate_noop_total", "Duplicate rows left unchanged by upsert with no update columns.")
 	m.upsertRows = counter("mysql_upsert_rows_total", "Rows written by upsert statements.")
 	m.upsertUnk = counter("mysql_upsert_outcome_unknown_total", "Upsert rows (with update columns) whose insert-or-update outcome the affected-row count could not tell.")
-	return m, errors.Join(errs...)
+	return m
 }
 
 // New resolves the password, prepares the connection pool and, with
@@ -118,10 +112,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.stmts[t] = newStatement(model, t)
 	}
-	if s.m, err = newMetrics(c.Metrics); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("mysql metrics: %w", err)
-	}
+	s.m = newMetrics(c.Metrics)
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,

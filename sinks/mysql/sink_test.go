@@ -118,6 +118,31 @@ func sameJSON(t *testing.T, want, got [][]any) bool {
 	return true
 }
 
+// TestMetricsShared: a second sink given the same Metrics starts (it used
+// to fail on the taken metric names); every SQL sink now treats a taken
+// name alike (sqlmodel.Counter).
+func TestMetricsShared(t *testing.T) {
+	t.Parallel()
+	srv := testServer(t)
+	tm, err := telemetry.NewMetrics(nil, "nats_sinks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.config(srv.table(t))
+	c.Metrics = tm
+	first := open(t, c)
+	second := open(t, c)
+	if rs := second.WriteBatch(t.Context(), []*sink.Envelope{env("orders.a", "ORDERS", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
+		t.Fatalf("second sink WriteBatch = %+v", rs[0])
+	}
+	if rs := first.WriteBatch(t.Context(), []*sink.Envelope{env("orders.a", "ORDERS", 2, "", `{}`)}); rs[0].Outcome != sink.Committed {
+		t.Fatalf("first sink WriteBatch = %+v", rs[0])
+	}
+	if got := first.m.commit.Summary().Count; got < 1 {
+		t.Errorf("mysql_commit_seconds count = %v, want the first sink's commit counted", got)
+	}
+}
+
 // TestModes checks every mode's behaviour on redelivery against the server:
 // the results, whether the stored row was refreshed, and the duplicate
 // metrics.

@@ -56,19 +56,13 @@ type metrics struct {
 	ignored, noop, mergeRows, mUnk *telemetry.Counter
 }
 
-func newMetrics(tm *telemetry.Metrics) (metrics, error) {
+// newMetrics creates the metrics through sqlmodel.Counter and Histogram,
+// which never fail: a name tm already holds is handled like every SQL sink
+// handles it.
+func newMetrics(tm *telemetry.Metrics) metrics {
 	var m metrics
-	var errs []error
-	hist := func(name, help string) *telemetry.Histogram {
-		h, err := tm.NewHistogram(name, help, nil)
-		errs = append(errs, err)
-		return h
-	}
-	counter := func(name, help string) *telemetry.Counter {
-		c, err := tm.NewCounter(name, help)
-		errs = append(errs, err)
-		return c
-	}
+	hist := func(name, help string) *telemetry.Histogram { return sqlmodel.Histogram(tm, name, help) }
+	counter := func(name, help string) *telemetry.Counter { return sqlmodel.Counter(tm, name, help) }
 	m.execute = hist("oracle_execute_seconds", "Time spent executing one array-bound statement.")
 	m.commit = hist("oracle_commit_seconds", "Time spent in COMMIT.")
 	m.conflicts = counter("oracle_conflicts_total", "Statements that failed with a duplicate-key error (ORA-00001).")
@@ -77,7 +71,7 @@ func newMetrics(tm *telemetry.Metrics) (metrics, error) {
 	m.noop = counter("oracle_duplicate_noop_total", "Duplicate rows left unchanged by merge with no update columns.")
 	m.mergeRows = counter("oracle_merge_rows_total", "Rows written by merge statements.")
 	m.mUnk = counter("oracle_merge_outcome_unknown_total", "Merge rows (with update columns) whose insert-or-update outcome the affected-row count cannot tell.")
-	return m, errors.Join(errs...)
+	return m
 }
 
 // New resolves the secrets, prepares the connection pool and, with
@@ -155,10 +149,7 @@ func newSink(model *sqlmodel.Model, c Config, db *sql.DB) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.plans[t] = newPlan(model, t, stage, batchCol, c.Staging.Cleanup == CleanupDeleteOnSuccess)
 	}
-	var err error
-	if s.m, err = newMetrics(c.Metrics); err != nil {
-		return nil, fmt.Errorf("oracle metrics: %w", err)
-	}
+	s.m = newMetrics(c.Metrics)
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,

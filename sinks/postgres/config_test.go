@@ -138,31 +138,31 @@ func TestInsertSQL(t *testing.T) {
 	head := `insert into "nats_sink_events" ` + cols + unnestSelect
 	allUpdates := ` do update set "subject" = excluded."subject", "message_id" = excluded."message_id", "priority" = excluded."priority", "classification" = excluded."classification", "labels" = excluded."labels", "message_created_at_epoch_ns" = excluded."message_created_at_epoch_ns", "jetstream_timestamp_epoch_ns" = excluded."jetstream_timestamp_epoch_ns", "received_at_epoch_ns" = excluded."received_at_epoch_ns", "stored_at_epoch_ns" = excluded."stored_at_epoch_ns", "payload_json" = excluded."payload_json", "headers_json" = excluded."headers_json", "metadata_json" = excluded."metadata_json", "mission_metadata_json" = excluded."mission_metadata_json", "security_labels_json" = excluded."security_labels_json"`
 	for _, tt := range []struct {
-		name    string
-		js      string
-		table   int
-		staging bool
-		want    string
+		name  string
+		js    string
+		table int
+		stage string
+		want  string
 	}{
-		{"insert", `{` + minimal + `,"mode":"insert"}`, 0, false, head},
-		{"insert_ignore returns the inserted keys", `{` + minimal + `,"mode":"insert_ignore"}`, 0, false,
+		{"insert", `{` + minimal + `,"mode":"insert"}`, 0, "", head},
+		{"insert_ignore returns the inserted keys", `{` + minimal + `,"mode":"insert_ignore"}`, 0, "",
 			head + ` on conflict do nothing returning "stream_name", "stream_sequence"`},
-		{"upsert, update columns null = every non-key column", `{` + minimal + `}`, 0, false,
+		{"upsert, update columns null = every non-key column", `{` + minimal + `}`, 0, "",
 			head + ` on conflict ("stream_name", "stream_sequence")` + allUpdates},
-		{"upsert, update columns []", `{` + minimal + `,"upsert_update_columns":[]}`, 0, false,
+		{"upsert, update columns []", `{` + minimal + `,"upsert_update_columns":[]}`, 0, "",
 			head + ` on conflict ("stream_name", "stream_sequence") do nothing returning "stream_name", "stream_sequence"`},
-		{"upsert, update column list in listed order, case-insensitive", `{` + minimal + `,"upsert_update_columns":["stored_at_epoch_ns","PAYLOAD_JSON"]}`, 0, false,
+		{"upsert, update column list in listed order, case-insensitive", `{` + minimal + `,"upsert_update_columns":["stored_at_epoch_ns","PAYLOAD_JSON"]}`, 0, "",
 			head + ` on conflict ("stream_name", "stream_sequence") do update set "stored_at_epoch_ns" = excluded."stored_at_epoch_ns", "payload_json" = excluded."payload_json"`},
 		{"route with message_id key and custom columns", `{` + minimal + `,"columns":{"payload":"Body","message_id":"MsgId"},
-			"table_routes":[{"subject":"a.>","table":"Audit.Events","idempotency":{"strategy":"message_id","columns":["MsgId"]},"upsert_update_columns":["body"]}]}`, 1, false,
+			"table_routes":[{"subject":"a.>","table":"Audit.Events","idempotency":{"strategy":"message_id","columns":["MsgId"]},"upsert_update_columns":["body"]}]}`, 1, "",
 			strings.NewReplacer(`"message_id"`, `"msgid"`, `"payload_json"`, `"body"`).Replace(`insert into "audit"."events" `+cols+unnestSelect) +
 				` on conflict ("msgid") do update set "body" = excluded."body"`},
-		{"staging: insert … select from the COPY table", `{` + minimal + `,"mode":"insert_ignore","staging":{"enabled":true}}`, 0, true,
-			`insert into "nats_sink_events" ` + cols + ` select ` + strings.Trim(cols, "()") + ` from "nats_sink_stage" on conflict do nothing returning "stream_name", "stream_sequence"`},
+		{"staging: insert … select from the connection's COPY table, same casts", `{` + minimal + `,"mode":"insert_ignore","staging":{"enabled":true}}`, 0, "nats_sink_stage_0",
+			`insert into "nats_sink_events" ` + cols + unnestSelect[:strings.Index(unnestSelect, " from ")] + ` from "nats_sink_stage_0" on conflict do nothing returning "stream_name", "stream_sequence"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := model(t, tt.js)
-			if got := insertSQL(m, m.Tables[tt.table], tt.staging, nil); got != tt.want {
+			if got := insertSQL(m, m.Tables[tt.table], sourceSQL(m, tt.stage), nil); got != tt.want {
 				t.Errorf("insertSQL =\n%s\nwant\n%s", got, tt.want)
 			}
 		})
@@ -173,7 +173,7 @@ func TestInsertSQL(t *testing.T) {
 // jsonb directly and the others keep the json cast (canonical text kept).
 func TestInsertSQLJSONBCasts(t *testing.T) {
 	m := model(t, `{`+minimal+`,"mode":"insert"}`)
-	got := insertSQL(m, m.Tables[0], false, map[string]bool{"payload_json": true, "metadata_json": true})
+	got := insertSQL(m, m.Tables[0], sourceSQL(m, ""), map[string]bool{"payload_json": true, "metadata_json": true})
 	want := `insert into "nats_sink_events" ` + cols + strings.NewReplacer(`"payload_json"::json`, `"payload_json"::jsonb`, `"metadata_json"::json`, `"metadata_json"::jsonb`).Replace(unnestSelect)
 	if got != want {
 		t.Errorf("insertSQL =\n%s\nwant\n%s", got, want)

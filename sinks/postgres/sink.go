@@ -1,11 +1,10 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/telemetry"
@@ -28,14 +28,12 @@ var (
 )
 
 const (
-	// closeTimeout bounds the polite Terminate message when a connection
-	// is closed.
-	closeTimeout = 5 * time.Second
 	// commitTimeout bounds COMMIT and ROLLBACK, which run without the
 	// batch's ctx: cancelling a COMMIT in flight only turns a likely
 	// success into an unknown outcome.
 	commitTimeout = 30 * time.Second
-	// stageTable is the COPY path's temporary table (sinks.md §5).
+	// stageTable prefixes the COPY path's temporary tables (sinks.md §5),
+	// one per target table: nats_sink_stage_0, nats_sink_stage_1, …
 	stageTable = "nats_sink_stage"
 )
 
@@ -43,9 +41,11 @@ const (
 // concurrently, each on its own pooled connection and transaction.
 type Sink struct {
 	model   *sqlmodel.Model
-	pool    *pool
+	pool    *pgxpool.Pool
 	staging bool
-	target  string // host:port/database, for error texts (no credentials)
+	stage   map[*sqlmodel.Table]string // COPY path: each table's temporary table
+	target  string                     // host:port/database, for error texts (no credentials)
+	lz4     atomic.Bool                // sessions compress with lz4 (see chooseCompression)
 
 	// sql holds per table the insert statement and whether it returns the
 	// key columns of inserted rows (see insertSQL). Until the table's
@@ -63,7 +63,7 @@ type Sink struct {
 }
 
 type statement struct {
-	insert    string // unnest form, or the insert … select of the COPY path
+	insert    string // insert … select from unnest, or from the COPY path's table
 	returning bool
 }
 
@@ -80,27 +80,35 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc, err := connConfig(c, password)
+	pc, err := poolConfig(c, password)
 	if err != nil {
 		return nil, err
 	}
 	s := &Sink{
 		model:   model,
-		pool:    newPool(cc, c.PoolSize),
 		staging: c.Staging.Enabled,
+		stage:   map[*sqlmodel.Table]string{},
 		target:  fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database),
 		sql:     map[*sqlmodel.Table]statement{},
 	}
-	for _, t := range model.Tables {
-		s.sql[t] = statement{insert: insertSQL(model, t, s.staging, nil), returning: returning(model, t)}
+	for i, t := range model.Tables {
+		s.stage[t] = stageTable + "_" + strconv.Itoa(i)
+		s.sql[t] = statement{insert: insertSQL(model, t, s.source(t), nil), returning: returning(model, t)}
+	}
+	pc.BeforeConnect = s.beforeConnect
+	if s.staging {
+		pc.AfterConnect = s.createStages
+	}
+	if s.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return nil, fmt.Errorf("postgres connection settings: %w: %w", sink.ErrConfig, err)
 	}
 	if err := s.setup(ctx, c.AutoCreate); err != nil {
-		_ = s.pool.close(context.Background())
+		s.pool.Close()
 		return nil, err
 	}
-	s.exec, _ = c.Metrics.NewHistogram("postgres_execute_seconds", "Time spent executing PostgreSQL statements per batch.", nil)
-	s.commit, _ = c.Metrics.NewHistogram("postgres_commit_seconds", "Time spent in PostgreSQL COMMIT.", nil)
-	s.dups, _ = c.Metrics.NewCounter("postgres_duplicates_total", "Rows PostgreSQL found already present (insert_ignore, upsert without update columns, or repeated keys inside a batch).")
+	s.exec = sqlmodel.Histogram(c.Metrics, "postgres_execute_seconds", "Time spent executing PostgreSQL statements per batch.")
+	s.commit = sqlmodel.Histogram(c.Metrics, "postgres_commit_seconds", "Time spent in PostgreSQL COMMIT.")
+	s.dups = sqlmodel.Counter(c.Metrics, "postgres_duplicates_total", "Rows PostgreSQL found already present (insert_ignore, upsert without update columns, or repeated keys inside a batch).")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -186,53 +194,14 @@ func resolvePassword(c Config) (string, error) {
 	return v, nil
 }
 
-// connConfig builds pgx's connection configuration. Only validated,
-// non-secret values go through the keyword/value string (each quoted);
-// the password is set on the parsed struct so it never sits in a string.
-func connConfig(c Config, password string) (*pgx.ConnConfig, error) {
-	kv := []string{
-		"host=" + quoteValue(c.Host),
-		"port=" + strconv.Itoa(c.Port),
-		"dbname=" + quoteValue(c.Database),
-		"user=" + quoteValue(c.User),
-		"sslmode=" + quoteValue(c.SSLMode),
-		"connect_timeout=" + strconv.Itoa(c.ConnectTimeoutSeconds),
-	}
-	for _, o := range []struct {
-		key string
-		v   *string
-	}{{"sslrootcert", c.SSLRootCert}, {"sslcert", c.SSLCert}, {"sslkey", c.SSLKey}} {
-		if o.v != nil {
-			kv = append(kv, o.key+"="+quoteValue(*o.v))
-		}
-	}
-	cc, err := pgx.ParseConfig(strings.Join(kv, " "))
-	if err != nil {
-		// Unreadable certificate files land here: a configuration
-		// problem found while starting (exit 2), like a missing env var.
-		return nil, fmt.Errorf("postgres connection settings: %w: %w", sink.ErrConfig, err)
-	}
-	cc.Password = password
-	// Runtime parameters are sent in the startup message, so every pooled
-	// connection has them without an extra round trip.
-	cc.RuntimeParams["application_name"] = c.ApplicationName
-	cc.RuntimeParams["statement_timeout"] = strconv.Itoa(c.StatementTimeoutMS)
-	return cc, nil
-}
-
-// quoteValue quotes a libpq keyword/value setting.
-func quoteValue(v string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
-}
-
-// setup connects once and runs the auto_create DDL.
+// setup connects once, runs the auto_create DDL, chooses the sessions'
+// compression and fits the statements to the column types.
 func (s *Sink) setup(ctx context.Context, autoCreate bool) error {
-	conn, _, err := s.pool.acquire(ctx)
+	c, err := s.acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres connect to %s: %w", s.target, classify(s.model.Mode, err))
 	}
-	broken := false
-	defer func() { s.pool.release(conn, broken) }()
+	conn := c.Conn()
 	for _, t := range s.model.Tables {
 		if !autoCreate {
 			break
@@ -243,11 +212,13 @@ func (s *Sink) setup(ctx context.Context, autoCreate bool) error {
 				// and the create.
 				continue
 			}
-			broken = true
+			discard(c)
 			return fmt.Errorf("postgres create table %s: %w", t.Name, classify(s.model.Mode, err))
 		}
 	}
+	s.chooseCompression(ctx, conn)
 	s.resolve(ctx, conn)
+	c.Release()
 	return nil
 }
 
@@ -262,9 +233,7 @@ func (s *Sink) setup(ctx context.Context, autoCreate bool) error {
 // type, and is tried again at the next batch. It runs outside any
 // transaction, so a failure here cannot abort a batch.
 func (s *Sink) resolve(ctx context.Context, conn *pgx.Conn) {
-	if s.staging || s.resolved.Load() {
-		// The COPY path's statement reads typed columns of a table
-		// shaped like the target: no casts to choose.
+	if s.resolved.Load() {
 		return
 	}
 	all := true
@@ -274,7 +243,7 @@ func (s *Sink) resolve(ctx context.Context, conn *pgx.Conn) {
 			all = false
 			continue
 		}
-		st := statement{insert: insertSQL(s.model, t, false, jsonb), returning: returning(s.model, t)}
+		st := statement{insert: insertSQL(s.model, t, s.source(t), jsonb), returning: returning(s.model, t)}
 		s.mu.Lock()
 		s.sql[t] = st
 		s.mu.Unlock()
@@ -330,25 +299,26 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 }
 
 // begin acquires a connection and opens a transaction on it. When BEGIN
-// fails on a reused idle connection (one that died with a server restart
-// or an idle timeout), it is closed and the next one tried: nothing of the
-// batch has been sent yet, so this is safe, and it keeps one restart from
-// failing a batch per idle connection.
+// fails, the connection is closed and another one tried, at most once per
+// pooled connection and once more: nothing of the batch has been sent yet,
+// so this is safe, and it keeps one server restart from failing a batch
+// per idle connection (pgxpool pings only connections idle for more than a
+// second).
 func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
-	for {
-		conn, reused, err := s.pool.acquire(ctx)
+	for attempt := 0; ; attempt++ {
+		c, err := s.acquire(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("connect to %s: %w", s.target, err)
 		}
 		if !s.resolved.Load() {
-			s.resolve(ctx, conn)
+			s.resolve(ctx, c.Conn())
 		}
-		tx, err := conn.Begin(ctx)
+		tx, err := c.Begin(ctx)
 		if err == nil {
-			return &pgTx{s: s, conn: conn, tx: tx}, nil
+			return &pgTx{s: s, conn: c, tx: tx}, nil
 		}
-		s.pool.release(conn, true)
-		if !reused || ctx.Err() != nil {
+		discard(c)
+		if attempt >= int(s.pool.Config().MaxConns) || ctx.Err() != nil {
 			return nil, err
 		}
 	}
@@ -356,73 +326,43 @@ func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
 
 type pgTx struct {
 	s    *Sink
-	conn *pgx.Conn
+	conn *pgxpool.Conn
 	tx   pgx.Tx
 }
 
-// Exec writes one table's rows with one statement (plus, on the COPY
-// path, the temporary table around it). When the statement returns the
-// keys of the rows it inserted, the other rows are marked Duplicate.
+// Exec writes one table's rows with one statement: the rows travel either
+// as 16 column arrays bound to the unnest statement, or (COPY path) as one
+// binary COPY into the connection's temporary table that the statement
+// then reads. When the statement returns the keys of the rows it
+// inserted, the other rows are marked Duplicate.
 func (t *pgTx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	t.s.mu.Lock()
 	st := t.s.sql[g.Table]
 	t.s.mu.Unlock()
-	if !t.s.staging {
-		return t.unnest(ctx, g, st)
-	}
-	rows, err := t.stage(ctx, g, st)
-	if err != nil {
-		return 0, err
-	}
-	inserted, ok := map[string]bool{}, st.returning
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			rows.Close()
+	conn := t.conn.Conn()
+	var params [][]byte
+	var formats []int16
+	if t.s.staging {
+		d := sqlmodel.Postgres
+		copySQL := "copy " + d.Quote(t.s.stage[g.Table]) + " (" + d.QuoteAll(t.s.model.AllColumns()) + ") from stdin (format binary)"
+		if _, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(encodeCopy(g.Rows)), copySQL); err != nil {
 			return 0, err
 		}
-		if k, good := returnedKey(vals); good {
-			inserted[k] = true
-		} else {
-			ok = false
+	} else {
+		params = encodeArrays(g.Rows)
+		formats = make([]int16, len(params))
+		for i := range formats {
+			formats[i] = pgx.BinaryFormatCode
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	affected := rows.CommandTag().RowsAffected()
-	if ok {
-		for _, r := range g.Rows {
-			if k, hasKey := rowKey(r, g.Table.Key); hasKey && !inserted[k] {
-				r.Duplicate = true
-			}
-		}
-	}
-	if _, err := t.tx.Exec(ctx, "drop table "+sqlmodel.Postgres.Quote(stageTable), pgx.QueryExecModeExec); err != nil {
-		return 0, err
-	}
-	return affected, nil
-}
-
-// unnest runs the unnest statement with the 16 column arrays encoded here
-// (see encodeArrays) and passed to the prepared statement as they are.
-// When the statement returns the keys of the rows it inserted, the other
-// rows are marked Duplicate.
-func (t *pgTx) unnest(ctx context.Context, g sqlmodel.Group, st statement) (int64, error) {
 	// Preparing under the SQL text itself caches the statement on the
 	// connection, once per text: pgx names it by a digest of the text.
-	sd, err := t.conn.Prepare(ctx, st.insert, st.insert)
+	sd, err := conn.Prepare(ctx, st.insert, st.insert)
 	if err != nil {
 		return 0, err
 	}
-	params := encodeArrays(g.Rows)
-	formats := make([]int16, len(params))
-	for i := range formats {
-		formats[i] = pgx.BinaryFormatCode
-	}
 	// Result columns (the returned keys) come back as text.
-	rr := t.conn.PgConn().ExecPrepared(ctx, sd.Name, params, formats, nil)
+	rr := conn.PgConn().ExecPrepared(ctx, sd.Name, params, formats, nil)
 	var returned []string
 	for rr.NextRow() {
 		if st.returning {
@@ -464,106 +404,26 @@ func markDuplicates(g sqlmodel.Group, returned []string) {
 	}
 }
 
-// stage runs the COPY path (sinks.md §5): a temporary table shaped like
-// the target, COPY into it, then insert … select with the same conflict
-// clause. The temporary table is dropped after use so that another table
-// group of the same transaction can create it again.
-func (t *pgTx) stage(ctx context.Context, g sqlmodel.Group, st statement) (pgx.Rows, error) {
-	d := sqlmodel.Postgres
-	create := "create temp table " + d.Quote(stageTable) + " (like " + d.Quote(g.Table.Name) + " including defaults) on commit drop"
-	if _, err := t.tx.Exec(ctx, create, pgx.QueryExecModeExec); err != nil {
-		return nil, err
-	}
-	src := make([][]any, len(g.Rows))
-	for i, r := range g.Rows {
-		src[i] = r.Args()
-	}
-	if _, err := t.tx.CopyFrom(ctx, pgx.Identifier{stageTable}, t.s.model.AllColumns(), pgx.CopyFromRows(src)); err != nil {
-		return nil, err
-	}
-	// Exec mode, not the statement cache: the temporary table is a new
-	// relation in every transaction.
-	return t.tx.Query(ctx, st.insert, pgx.QueryExecModeExec)
-}
-
 // Commit commits without the batch's ctx (bounded by commitTimeout) and
 // returns the connection to the pool.
 func (t *pgTx) Commit(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	err := t.tx.Commit(cctx)
-	t.s.pool.release(t.conn, err != nil)
-	return err
+	if err := t.tx.Commit(cctx); err != nil {
+		discard(t.conn)
+		return err
+	}
+	t.conn.Release()
+	return nil
 }
 
-// Rollback rolls back and closes the connection: the failure that led
-// here may have left it in any state (a cancelled query, a stale cached
-// statement for a table that was dropped and recreated), and a fresh
-// connection is cheap next to a wrong one.
+// Rollback rolls back and closes the connection (see discard).
 func (t *pgTx) Rollback() error {
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
 	err := t.tx.Rollback(ctx)
-	t.s.pool.release(t.conn, true)
+	discard(t.conn)
 	return err
-}
-
-// Element type OIDs of the unnest arrays.
-const (
-	textOID = 25
-	int8OID = 20
-)
-
-// encodeArrays returns the 16 parameters of the unnest statement in
-// PostgreSQL's binary array format (array_recv): one one-dimensional
-// array per column, text or bigint, NULL elements for nil values, all in
-// one allocation. pgx's own encoding of []*string arrays reflects on
-// every element and grows its buffer by appending (about 20 ms of CPU per
-// 1000 rows, more than building the rows); this is a single pass
-// (about 3 ms).
-func encodeArrays(rows []*sqlmodel.Row) [][]byte {
-	const header = 20 // ndim, has-null flag, element type, length, lower bound
-	size := int(sqlmodel.NumFields) * header
-	for _, r := range rows {
-		for f := range sqlmodel.NumFields {
-			size += 4
-			switch v := r.Values[f].(type) {
-			case int64:
-				size += 8
-			case string:
-				size += len(v)
-			}
-		}
-	}
-	buf := make([]byte, 0, size)
-	params := make([][]byte, sqlmodel.NumFields)
-	for f := range sqlmodel.NumFields {
-		start := len(buf)
-		elem := uint32(textOID)
-		if f.Integer() {
-			elem = int8OID
-		}
-		buf = binary.BigEndian.AppendUint32(buf, 1)
-		buf = binary.BigEndian.AppendUint32(buf, 0) // has-null flag, set below
-		buf = binary.BigEndian.AppendUint32(buf, elem)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(rows)))
-		buf = binary.BigEndian.AppendUint32(buf, 1)
-		for _, r := range rows {
-			switch v := r.Values[f].(type) {
-			case int64:
-				buf = binary.BigEndian.AppendUint32(buf, 8)
-				buf = binary.BigEndian.AppendUint64(buf, uint64(v))
-			case string:
-				buf = binary.BigEndian.AppendUint32(buf, uint32(len(v)))
-				buf = append(buf, v...)
-			default: // nil: SQL NULL
-				buf = binary.BigEndian.AppendUint32(buf, math.MaxUint32) // -1
-				binary.BigEndian.PutUint32(buf[start+4:], 1)
-			}
-		}
-		params[f] = buf[start:len(buf):len(buf)]
-	}
-	return params
 }
 
 // textKey encodes one returned key row, in text result format, like
@@ -597,38 +457,55 @@ func returning(m *sqlmodel.Model, t *sqlmodel.Table) bool {
 	return m.Mode == sqlmodel.InsertIgnore || (m.Mode == sqlmodel.Upsert && len(t.Update) == 0)
 }
 
-// insertSQL builds t's statement (sinks.md §5). The unnest form binds one
-// array per column, so the text is constant for every batch size and is
-// prepared once per connection. JSON values are cast to jsonb for the
-// columns named in jsonb (one parse), else to json, which keeps the
-// canonical text as it is and converts by assignment to a json, jsonb or
-// text column. With staging, the rows come from the COPY table.
-func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, staging bool, jsonb map[string]bool) string {
-	d := m.Dialect
-	cols := d.QuoteAll(m.AllColumns())
-	var b strings.Builder
-	b.WriteString("insert into " + d.Quote(t.Name) + " (" + cols + ") select ")
-	if staging {
-		b.WriteString(cols + " from " + d.Quote(stageTable))
-	} else {
-		sel := make([]string, sqlmodel.NumFields)
-		arrays := make([]string, sqlmodel.NumFields)
-		for f := range sqlmodel.NumFields {
-			c := d.Quote(m.Column(f))
-			sel[f] = c
-			typ := "text[]"
-			switch {
-			case f.Integer():
-				typ = "bigint[]"
-			case f.JSON() && jsonb[m.Column(f)]:
-				sel[f] = c + "::jsonb"
-			case f.JSON():
-				sel[f] = c + "::json"
-			}
-			arrays[f] = fmt.Sprintf("$%d::%s", int(f)+1, typ)
-		}
-		b.WriteString(strings.Join(sel, ", ") + " from unnest(" + strings.Join(arrays, ", ") + ") as u (" + cols + ")")
+// source returns the FROM clause of t's statement (see sourceSQL).
+func (s *Sink) source(t *sqlmodel.Table) string {
+	if s.staging {
+		return sourceSQL(s.model, s.stage[t])
 	}
+	return sourceSQL(s.model, "")
+}
+
+// sourceSQL returns the FROM clause of a statement: the unnest of the 16
+// bound column arrays, whose text is constant for every batch size and is
+// prepared once per connection, or the COPY path's temporary table stage.
+func sourceSQL(m *sqlmodel.Model, stage string) string {
+	d := m.Dialect
+	if stage != "" {
+		return d.Quote(stage)
+	}
+	arrays := make([]string, sqlmodel.NumFields)
+	for f := range sqlmodel.NumFields {
+		typ := "text[]"
+		if f.Integer() {
+			typ = "bigint[]"
+		}
+		arrays[f] = fmt.Sprintf("$%d::%s", int(f)+1, typ)
+	}
+	return "unnest(" + strings.Join(arrays, ", ") + ") as u (" + d.QuoteAll(m.AllColumns()) + ")"
+}
+
+// insertSQL builds t's statement (sinks.md §5): insert … select from the
+// given source, whose columns are named like the mapped columns and hold
+// text and bigint values. JSON values are cast to jsonb for the columns
+// named in jsonb (one parse), else to json, which keeps the canonical text
+// as it is and converts by assignment to a json, jsonb or text column.
+func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, from string, jsonb map[string]bool) string {
+	d := m.Dialect
+	var b strings.Builder
+	b.WriteString("insert into " + d.Quote(t.Name) + " (" + d.QuoteAll(m.AllColumns()) + ") select ")
+	for f := range sqlmodel.NumFields {
+		if f > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.Quote(m.Column(f)))
+		switch {
+		case f.JSON() && jsonb[m.Column(f)]:
+			b.WriteString("::jsonb")
+		case f.JSON():
+			b.WriteString("::json")
+		}
+	}
+	b.WriteString(" from " + from)
 	key := d.QuoteAll(m.ColumnNames(t.Key))
 	switch m.Mode {
 	case sqlmodel.InsertIgnore:
@@ -663,21 +540,6 @@ func rowKey(r *sqlmodel.Row, key []sqlmodel.Field) (string, bool) {
 			return "", false
 		}
 		vals[i] = r.Values[f]
-	}
-	return encodeKey(vals)
-}
-
-// returnedKey encodes one returned key row like rowKey; ok is false for
-// a column type the sink does not bind (then no row is marked Duplicate,
-// which is safe: both outcomes are acknowledged).
-func returnedKey(vals []any) (string, bool) {
-	for i, v := range vals {
-		switch x := v.(type) {
-		case int32:
-			vals[i] = int64(x)
-		case int16:
-			vals[i] = int64(x)
-		}
 	}
 	return encodeKey(vals)
 }
@@ -726,27 +588,38 @@ func classify(mode sqlmodel.Mode, err error) error {
 // Healthcheck proves the server is reachable and every table has the
 // mapped columns, without writing: it selects them with limit 0.
 func (s *Sink) Healthcheck(ctx context.Context) error {
-	conn, _, err := s.pool.acquire(ctx)
+	c, err := s.acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres healthcheck %s: %w", s.target, classify(s.model.Mode, err))
 	}
-	broken := false
-	defer func() { s.pool.release(conn, broken) }()
 	d := s.model.Dialect
 	for _, t := range s.model.Tables {
 		q := "select " + d.QuoteAll(s.model.AllColumns()) + " from " + d.Quote(t.Name) + " limit 0"
-		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeExec); err != nil {
-			broken = true
+		if _, err := c.Exec(ctx, q, pgx.QueryExecModeExec); err != nil {
+			discard(c)
 			return fmt.Errorf("postgres healthcheck %s: table %s: %w", s.target, t.Name, classify(s.model.Mode, err))
 		}
 	}
+	c.Release()
 	return nil
 }
 
-// Stop closes the pool. The runner calls it once, after the last
-// WriteBatch; later calls do nothing.
+// Stop closes the pool: it waits for connections in use to be released
+// (the runner calls Stop after the last WriteBatch, so there are none) or
+// for ctx. Later calls do nothing.
 func (s *Sink) Stop(ctx context.Context) error {
 	var err error
-	s.stopOnce.Do(func() { err = s.pool.close(ctx) })
+	s.stopOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.pool.Close()
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("postgres stop: %w", ctx.Err())
+		}
+	})
 	return err
 }

@@ -649,6 +649,10 @@ func TestConcurrentWriteBatch(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
+	// pool_size bounds the open connections.
+	if st := s.pool.Stat(); st.MaxConns() != 3 || st.TotalConns() > 3 {
+		t.Errorf("pool: max %d, open %d; want max 3", st.MaxConns(), st.TotalConns())
+	}
 	conn := db(t, dsn)
 	var n, distinct int
 	must(t, conn.QueryRow(t.Context(), "select count(*), count(distinct stream_sequence) from "+c.Table).Scan(&n, &distinct))
@@ -719,5 +723,72 @@ func TestStatementFitsColumnTypes(t *testing.T) {
 	must(t, conn.QueryRow(t.Context(), `select payload_json::text, headers_json::text from `+c.Table).Scan(&p, &h))
 	if p != `{"a": 2, "b": 1}` || h != `{}` {
 		t.Errorf("payload, headers = %s, %s", p, h)
+	}
+}
+
+// TestCompression: when the server supports lz4 and nobody chose a
+// default_toast_compression, the sink's sessions compress large values
+// with lz4; a default chosen for the database is left alone.
+func TestCompression(t *testing.T) {
+	natstest.Service(t, dsnEnv)
+	cl := pgtest.Start(t, pgtest.Options{})
+	admin := db(t, cl.DSN())
+	var lz4 bool
+	must(t, admin.QueryRow(t.Context(), `select 'lz4' = any(enumvals) from pg_settings where name = 'default_toast_compression'`).Scan(&lz4))
+	if !lz4 {
+		t.Skip("server built without lz4")
+	}
+	// A payload large enough to be compressed (rows over ~2 KB are).
+	big := `{"pad":"` + strings.Repeat("abcdefgh", 1000) + `"}`
+	method := func(c Config) string {
+		t.Helper()
+		s := open(t, c)
+		if r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", big)})[0]; r.Outcome != sink.Committed {
+			t.Fatalf("write = %+v", r)
+		}
+		var m string
+		must(t, admin.QueryRow(t.Context(), "select pg_column_compression(payload_json) from "+c.Table).Scan(&m))
+		return m
+	}
+	if got := method(baseConfig(t, cl.DSN())); got != "lz4" {
+		t.Errorf("server default untouched: payload compressed with %q, want lz4", got)
+	}
+	var database string
+	must(t, admin.QueryRow(t.Context(), "select current_database()").Scan(&database))
+	_, err := admin.Exec(t.Context(), "alter database "+pgx.Identifier{database}.Sanitize()+" set default_toast_compression = pglz")
+	must(t, err)
+	if got := method(baseConfig(t, cl.DSN())); got != "pglz" {
+		t.Errorf("database default pglz: payload compressed with %q, want pglz", got)
+	}
+}
+
+// TestStagingTableEmptiedAtCommit: the COPY path's temporary table lives
+// as long as its connection and is empty after every commit, so the next
+// batch on that connection inserts only its own rows.
+func TestStagingTableEmptiedAtCommit(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := baseConfig(t, dsn)
+	c.Staging.Enabled, c.PoolSize = true, 1
+	s := open(t, c)
+	for batch := range 3 {
+		var in []*sink.Envelope
+		for i := range 3 {
+			in = append(in, env("a", "S", uint64(batch*3+i+1), "", `{}`))
+		}
+		if got := outcomes(s.WriteBatch(t.Context(), in)); !cmp.Equal(got, []sink.Outcome{sink.Committed, sink.Committed, sink.Committed}) {
+			t.Fatalf("batch %d = %v", batch, got)
+		}
+		pc, err := s.pool.Acquire(t.Context()) // the only connection: the one that wrote
+		must(t, err)
+		var staged int
+		err = pc.QueryRow(t.Context(), "select count(*) from "+stageTable+"_0").Scan(&staged)
+		pc.Release()
+		must(t, err)
+		if staged != 0 {
+			t.Errorf("after batch %d the staging table holds %d rows, want 0", batch, staged)
+		}
+	}
+	if n := countRows(t, db(t, dsn), c.Table); n != 9 {
+		t.Errorf("%d rows, want 9", n)
 	}
 }

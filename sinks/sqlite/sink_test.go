@@ -375,6 +375,46 @@ func TestDurabilitySettings(t *testing.T) {
 	}
 }
 
+// TestPageSize: a database the sink creates gets 16 KB pages (in WAL and
+// rollback-journal mode alike); an existing database keeps its own page
+// size and is written as before.
+func TestPageSize(t *testing.T) {
+	for _, journal := range []string{"wal", "delete"} {
+		t.Run("new "+journal, func(t *testing.T) {
+			c := config(t)
+			c.JournalMode = journal
+			s := open(t, c)
+			if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
+				t.Fatalf("WriteBatch = %+v", rs[0])
+			}
+			if got := query(t, s.Path(), "pragma page_size"); len(got) != 1 || got[0][0] != int64(pageSize) {
+				t.Errorf("page_size = %v, want %d", got, pageSize)
+			}
+		})
+	}
+	t.Run("existing", func(t *testing.T) {
+		c := config(t)
+		if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", "file:"+c.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("pragma page_size = 4096; create table other (x)"); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		s := open(t, c)
+		if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
+			t.Fatalf("WriteBatch = %+v", rs[0])
+		}
+		if got := query(t, s.Path(), "pragma page_size"); len(got) != 1 || got[0][0] != int64(4096) {
+			t.Errorf("page_size = %v, want 4096 (kept)", got)
+		}
+	})
+}
+
 func TestRoutesAndHealthcheck(t *testing.T) {
 	c := config(t)
 	c.TableRoutes = []sqlmodel.UpsertRoute{{Subject: "audit.>", Table: "audit_events"}}
@@ -552,6 +592,28 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(snap, name) {
 			t.Errorf("snapshot lacks %s: %s", name, snap)
 		}
+	}
+}
+
+// TestMetricsShared: two sinks given one Metrics both start (every SQL
+// sink treats a name the Metrics already holds alike, see
+// sqlmodel.Counter), and the first one's writes are still counted.
+func TestMetricsShared(t *testing.T) {
+	m, err := telemetry.NewMetrics(nil, "nats_sinks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := config(t), config(t)
+	c1.Metrics, c2.Metrics = m, m
+	s1 := open(t, c1)
+	s2 := open(t, c2)
+	for _, s := range []*Sink{s1, s2} {
+		if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
+			t.Fatalf("WriteBatch = %+v", rs[0])
+		}
+	}
+	if got := s1.commit.Summary().Count; got < 1 {
+		t.Errorf("sqlite_commit_seconds count = %v, want the first sink's commit counted", got)
 	}
 }
 
