@@ -23,11 +23,11 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // benchOptions are the bench command's flags (cli.md §10).

@@ -20,9 +20,9 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/embedded"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // demoSample is one published message of the tour (cli.md §9) and what each

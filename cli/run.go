@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-sinks/nats-sink/config"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 func runRun(env *Env, args []string) int {

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
-	"github.com/nats-sinks/nats-sink/sinks/postgres/pgtest"
+	"github.com/nats-sinks/nats-sink/internal/pgtest"
 )
 
 const postgresDSNEnv = "NATS_SINKS_TEST_POSTGRES_DSN"

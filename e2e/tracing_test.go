@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
-	"github.com/nats-sinks/nats-sink/internal/tracing/tracingtest"
+	"github.com/nats-sinks/nats-sink/internal/tracingtest"
 )
 
 // TestTracingOTLP runs the binary with tracing exported over OTLP/HTTP to an

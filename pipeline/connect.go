@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/natsconn"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // NATSOptions turns the nats section into client options (runtime §16),

@@ -6,8 +6,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/config"
-	"github.com/nats-sinks/nats-sink/internal/metadata"
 	"github.com/nats-sinks/nats-sink/internal/seal"
+	"github.com/nats-sinks/nats-sink/metadata"
 	"github.com/nats-sinks/nats-sink/runner"
 )
 

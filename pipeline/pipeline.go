@@ -32,10 +32,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nats-sinks/nats-sink/config"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
-	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/runner"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // Options carries what the embedding program supplies. The zero value is
@@ -250,6 +250,7 @@ type ConnClosedError struct {
 	Last error
 }
 
+// Error says the connection closed, with its last error when known.
 func (e *ConnClosedError) Error() string {
 	if e.Last == nil {
 		return "NATS connection closed"

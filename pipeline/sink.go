@@ -7,10 +7,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-sinks/nats-sink/config"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // OpenSink opens the sink cfg configures, passing it the settings it needs

@@ -15,8 +15,8 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/dlq"
 	"github.com/nats-sinks/nats-sink/internal/intake"
-	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // Error types for failures that do not come from the sink. They appear in

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // idleRunner returns a Runner whose state is initialised as Run would, for

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/record"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // Freshness configures the event freshness metrics (metrics.event_* keys,

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 const (

@@ -51,10 +51,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/nats-sinks/nats-sink/internal/metadata"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
-	"github.com/nats-sinks/nats-sink/internal/tracing"
+	"github.com/nats-sinks/nats-sink/metadata"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // Temporary-failure actions (delivery.temporary_failure_action).

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nats-sinks/nats-sink/internal/telemetry/logtest"
+	"github.com/nats-sinks/nats-sink/internal/logtest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -21,8 +21,8 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/record"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // TestAckOnlyAfterCommit checks the core invariant on the server: while the

@@ -3,8 +3,8 @@ package runner
 import (
 	"time"
 
-	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // Message spans (observability §4) end with the message's final decision.

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
-	"github.com/nats-sinks/nats-sink/internal/tracing"
-	"github.com/nats-sinks/nats-sink/internal/tracing/tracingtest"
+	"github.com/nats-sinks/nats-sink/internal/tracingtest"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // Producer contexts of the tracing tests.

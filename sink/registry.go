@@ -57,6 +57,7 @@ type ConfigError struct {
 	Problems []Problem
 }
 
+// Error returns every problem, each prefixed with its JSON path.
 func (e *ConfigError) Error() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {

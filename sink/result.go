@@ -8,6 +8,7 @@ import (
 // Outcome is the fate of one envelope in a WriteBatch call.
 type Outcome int
 
+// The outcomes a sink reports per envelope.
 const (
 	// Committed: the record is durable now.
 	Committed Outcome = iota + 1
@@ -31,6 +32,8 @@ const (
 
 var outcomeNames = [...]string{"", "committed", "duplicate", "permanent", "temporary", "destination", "not_attempted"}
 
+// String returns the outcome's name as used in logs, metrics labels and spans
+// ("committed", "temporary", …).
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]

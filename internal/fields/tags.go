@@ -122,7 +122,7 @@ func structInfo(t reflect.Type) *structFields {
 // outermost struct. An embedded struct without a json tag (or tagged
 // json:",inline") is flattened: its keys belong to the enclosing object, in
 // the position of the embedding field, so that a sink's Config can embed a
-// block of shared keys (sinks/sqlmodel) and keep schema order.
+// block of shared keys (internal/sqlmodel) and keep schema order.
 func (s *structFields) add(t reflect.Type, prefix []int) {
 	for i := range t.NumField() {
 		sf := t.Field(i)

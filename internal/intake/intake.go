@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-sinks/nats-sink/internal/metadata"
+	"github.com/nats-sinks/nats-sink/metadata"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 

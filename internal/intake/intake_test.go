@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/nats-sinks/nats-sink/internal/metadata"
+	"github.com/nats-sinks/nats-sink/metadata"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 

@@ -29,8 +29,8 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/subject"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // Config is the kafka sink's configuration (sinks.md §9). Default returns it

@@ -27,8 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // orderMessage is the message of data-shapes §7.2 with trace headers, a

@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/nats-sinks/nats-sink/internal/tracing"
-	"github.com/nats-sinks/nats-sink/internal/tracing/tracingtest"
+	"github.com/nats-sinks/nats-sink/internal/tracingtest"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 const producerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -6,8 +6,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
 )
 
 // Server error codes used by the classification (sinks.md §4).

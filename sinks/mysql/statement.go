@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 )
 
 // statement is the SQL of one table, built once from identifiers that

@@ -10,8 +10,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
 )
 
 const allCols = "`STREAM_NAME`, `STREAM_SEQUENCE`, `SUBJECT`, `MESSAGE_ID`, `PRIORITY`, `CLASSIFICATION`, `LABELS`, " +
@@ -83,7 +83,7 @@ func TestStatementText(t *testing.T) {
 }
 
 func TestDDL(t *testing.T) {
-	golden, err := os.ReadFile("../sqlmodel/testdata/ddl_mysql.sql")
+	golden, err := os.ReadFile("../../internal/sqlmodel/testdata/ddl_mysql.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func (c *Config) Message(e *sink.Envelope, storedAt time.Time) (*nats.Msg, error
 		if err != nil {
 			return nil, err
 		}
-		m.Data = jsonx.Marshal(Envelope(e, p, key, storedAt), jsonx.ASCII)
+		m.Data = jsonx.Marshal(envelopeBody(e, p, key, storedAt), jsonx.ASCII)
 	} else {
 		// raw: the delivered bytes unchanged, as the spec says; for a
 		// headers-only delivery that is the empty body.
@@ -121,14 +121,14 @@ func isTraceHeader(name string) bool {
 	return false
 }
 
-// Envelope returns the nats_sinks.nats.message.v1 body for e (data-shapes
+// envelopeBody returns the nats_sinks.nats.message.v1 body for e (data-shapes
 // §13): the HTTP envelope of §10 with its schema changed. The HTTP sink's
 // include_* options default to true and the nats sink has none, so
 // metadata (§3, without custody), mission_metadata, security_labels and
 // custody are always present; idempotency_key is the core key (the
 // Nats-Msg-Id) and labels keep the HTTP envelope's ","-joined form.
 // Encode it with the ascii flavour.
-func Envelope(e *sink.Envelope, p record.Payload, key string, storedAt time.Time) jsonx.Object {
+func envelopeBody(e *sink.Envelope, p record.Payload, key string, storedAt time.Time) jsonx.Object {
 	labels := record.Labels(e)
 	return jsonx.Object{
 		{Key: "classification", Value: nullable(e.Classification)},

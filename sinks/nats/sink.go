@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/internal/subject"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
-	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 var (

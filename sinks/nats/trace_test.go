@@ -6,9 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/internal/tracing"
-	"github.com/nats-sinks/nats-sink/internal/tracing/tracingtest"
+	"github.com/nats-sinks/nats-sink/internal/tracingtest"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sijms/go-ora/v2/network"
 
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
 )
 
 // oraUniqueViolation is ORA-00001, unique constraint violated.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 )
 
 // batchBind is the bind name of the staging batch id (sinks.md §3).

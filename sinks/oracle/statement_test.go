@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
 )
 
 // Literal fragments of the spec's statements (sinks.md §3) for the default

@@ -13,9 +13,9 @@ import (
 	"github.com/sijms/go-ora/v2/network"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // call is one statement a fake transaction received.

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 )
 
 // Element type OIDs of the unnest arrays.

@@ -19,12 +19,12 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/internal/pgtest"
 	"github.com/nats-sinks/nats-sink/internal/record"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
-	"github.com/nats-sinks/nats-sink/sinks/postgres/pgtest"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 const dsnEnv = "NATS_SINKS_TEST_POSTGRES_DSN"

@@ -24,8 +24,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 var _ sink.Sink = (*Sink)(nil)

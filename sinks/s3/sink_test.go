@@ -18,8 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // TestGoldenObjects writes the message of data-shapes §7.2 with a sidecar

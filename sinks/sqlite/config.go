@@ -13,9 +13,9 @@ import (
 	"encoding/json"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/sqlmodel"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // Config is the sqlite sink's configuration (sinks.md §6 and the shared

@@ -3,7 +3,7 @@ package sqlmodel
 import (
 	"testing"
 
-	"github.com/nats-sinks/nats-sink/internal/telemetry"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // TestMetricsNameTaken: a second sink asking for a name its Metrics already

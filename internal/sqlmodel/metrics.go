@@ -1,6 +1,6 @@
 package sqlmodel
 
-import "github.com/nats-sinks/nats-sink/internal/telemetry"
+import "github.com/nats-sinks/nats-sink/telemetry"
 
 // Counter returns the sink counter name from m for a SQL sink's metrics
 // (sinks.md §3–§6). Every SQL sink creates its metrics through Counter and

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/dlq"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
-	"github.com/nats-sinks/nats-sink/internal/tracing"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // TestJetStreamRoundTrip is the proof over a real server: a message

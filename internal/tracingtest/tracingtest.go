@@ -20,7 +20,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/nats-sinks/nats-sink/internal/tracing"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // A Span is one finished span, reduced to what tests assert on.

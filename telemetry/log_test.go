@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nats-sinks/nats-sink/internal/telemetry/logtest"
+	"github.com/nats-sinks/nats-sink/internal/logtest"
 	"log/slog"
 	"strings"
 	"sync"
