@@ -1,10 +1,9 @@
 package runner
 
 import (
-	"crypto/rand"
-	"math"
-	"math/big"
 	"time"
+
+	"github.com/nats-sinks/nats-sink/internal/backoff"
 )
 
 // Retry modes and jitter kinds (delivery.retry_backoff_mode, retry_jitter).
@@ -84,49 +83,11 @@ func (r Retry) jitter() string {
 // [0, 1). Attempts below 1 count as 1. The function is pure; the runner
 // draws u from crypto/rand (JitterDraw).
 func Backoff(attempt int, r Retry, u float64) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	b := float64(r.base()) / float64(time.Millisecond)
-	x := float64(r.max()) / float64(time.Millisecond)
-	var raw float64
-	switch r.mode() {
-	case ModeFixed:
-		raw = b
-	case ModeLinear:
-		raw = b * float64(attempt)
-	default: // exponential; the loader rejects any other mode
-		raw = b * math.Pow(r.multiplier(), float64(attempt-1))
-		if math.IsInf(raw, 0) || math.IsNaN(raw) {
-			raw = x
-		}
-	}
-	cappedMS := math.Min(raw, x)
-	if !(cappedMS > 0) { // also catches NaN
-		return 0
-	}
-	var ms float64
-	switch r.jitter() {
-	case JitterNone:
-		ms = cappedMS
-	case JitterEqual:
-		ms = cappedMS/2 + cappedMS/2*u
-	default: // full
-		ms = cappedMS * u
-	}
-	// Round to whole nanoseconds; the cap (≤ 3,600,000 ms in config) keeps
-	// this far from Duration overflow.
-	return time.Duration(math.Round(ms * float64(time.Millisecond)))
+	return backoff.Policy{Base: r.base(), Max: r.max(), Mode: r.mode(), Multiplier: r.multiplier(), Jitter: r.jitter()}.Delay(attempt, u)
 }
 
 // JitterDraw returns u = (uniform integer 0..999 999) / 10⁶ from the
 // operating system's CSPRNG, as runtime §5 prescribes. If the CSPRNG fails,
 // which crypto/rand documents as not happening on supported platforms, it
 // returns 0.5 so that retries still spread.
-func JitterDraw() float64 {
-	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
-	if err != nil {
-		return 0.5
-	}
-	return float64(n.Int64()) / 1e6
-}
+func JitterDraw() float64 { return backoff.Draw() }

@@ -3,14 +3,11 @@ package httpsink
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -25,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/config"
+	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
@@ -133,8 +131,8 @@ func New(_ context.Context, c Config) (*Sink, error) {
 		timeout: time.Duration(c.RequestTimeoutSeconds * float64(time.Second)),
 		success: set(c.SuccessStatuses),
 		retry:   set(c.RetryStatuses),
-		sleep:   sleepCtx,
-		jitter:  jitterDraw,
+		sleep:   retrydelay.Sleep,
+		jitter:  retrydelay.Draw,
 		now:     time.Now,
 	}
 	s.spanAttrs = clientAttrs(c.Method, c.URL)
@@ -529,58 +527,6 @@ func validHeaderValue(v string) bool {
 // of runtime §5 over the "retry" object's keys: raw delay of the mode,
 // capped at max_backoff_ms, then jittered with u in [0, 1).
 func backoff(a int, r Retry, u float64) time.Duration {
-	if a < 1 {
-		a = 1
-	}
-	b, x := float64(r.BackoffMS), float64(r.MaxBackoffMS)
-	var raw float64
-	switch r.BackoffMode {
-	case "fixed":
-		raw = b
-	case "linear":
-		raw = b * float64(a)
-	default:
-		raw = b * math.Pow(r.BackoffMultiplier, float64(a-1))
-		if math.IsInf(raw, 0) || math.IsNaN(raw) {
-			raw = x
-		}
-	}
-	capped := math.Min(raw, x)
-	if !(capped > 0) {
-		return 0
-	}
-	var ms float64
-	switch r.Jitter {
-	case "none":
-		ms = capped
-	case "equal":
-		ms = capped/2 + capped/2*u
-	default:
-		ms = capped * u
-	}
-	return time.Duration(math.Round(ms * float64(time.Millisecond)))
-}
-
-// jitterDraw returns u = (uniform integer 0..999 999) / 10⁶ from the CSPRNG
-// (runtime §5), or 0.5 should crypto/rand ever fail.
-func jitterDraw() float64 {
-	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
-	if err != nil {
-		return 0.5
-	}
-	return float64(n.Int64()) / 1e6
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retrydelay.Policy{Base: time.Duration(r.BackoffMS) * time.Millisecond, Max: time.Duration(r.MaxBackoffMS) * time.Millisecond,
+		Mode: r.BackoffMode, Multiplier: r.BackoffMultiplier, Jitter: r.Jitter}.Delay(a, u)
 }

@@ -528,11 +528,6 @@ func TestBackoff(t *testing.T) {
 			}
 		})
 	}
-	for range 100 {
-		if u := jitterDraw(); u < 0 || u >= 1 {
-			t.Fatalf("jitterDraw() = %v, want [0, 1)", u)
-		}
-	}
 }
 
 // stall is a handler that blocks until the request's context ends (the

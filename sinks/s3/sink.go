@@ -3,12 +3,9 @@ package s3sink
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"math/big"
 	"net/http"
 	"strings"
 	"sync"
@@ -24,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -127,8 +125,8 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		client:  client,
 		timeout: time.Duration(c.RequestTimeoutSeconds * float64(time.Second)),
 		log:     c.Logger,
-		sleep:   sleepCtx,
-		jitter:  jitterDraw,
+		sleep:   retrydelay.Sleep,
+		jitter:  retrydelay.Draw,
 		now:     time.Now,
 	}
 	if s.log == nil {
@@ -477,58 +475,6 @@ func classify(ctx context.Context, err error) error {
 // runtime §5 over the retry_* keys — raw delay of the mode, capped at
 // retry_max_backoff_ms, then jittered with u in [0, 1).
 func backoff(a int, c *Config, u float64) time.Duration {
-	if a < 1 {
-		a = 1
-	}
-	b, x := float64(c.RetryBackoffMS), float64(c.RetryMaxBackoffMS)
-	var raw float64
-	switch c.RetryBackoffMode {
-	case "fixed":
-		raw = b
-	case "linear":
-		raw = b * float64(a)
-	default:
-		raw = b * math.Pow(c.RetryBackoffMultiplier, float64(a-1))
-		if math.IsInf(raw, 0) || math.IsNaN(raw) {
-			raw = x
-		}
-	}
-	capped := math.Min(raw, x)
-	if !(capped > 0) {
-		return 0
-	}
-	var ms float64
-	switch c.RetryJitter {
-	case "none":
-		ms = capped
-	case "equal":
-		ms = capped/2 + capped/2*u
-	default:
-		ms = capped * u
-	}
-	return time.Duration(math.Round(ms * float64(time.Millisecond)))
-}
-
-// jitterDraw returns u = (uniform integer 0..999 999) / 10⁶ from the CSPRNG
-// (runtime §5), or 0.5 should crypto/rand ever fail.
-func jitterDraw() float64 {
-	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
-	if err != nil {
-		return 0.5
-	}
-	return float64(n.Int64()) / 1e6
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return retrydelay.Policy{Base: time.Duration(c.RetryBackoffMS) * time.Millisecond, Max: time.Duration(c.RetryMaxBackoffMS) * time.Millisecond,
+		Mode: c.RetryBackoffMode, Multiplier: c.RetryBackoffMultiplier, Jitter: c.RetryJitter}.Delay(a, u)
 }
