@@ -56,7 +56,7 @@ func runTestSink(env *Env, args []string) int {
 		}
 		defer nc.Close()
 	}
-	s, err := pipeline.OpenSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), nc)
+	s, err := pipeline.OpenSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), nc, config.Env(env.Getenv))
 	if err != nil {
 		return sinkOpenFailure(env, err, "Sink test failed")
 	}

@@ -152,7 +152,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 			return nil
 		}
 		var err error
-		if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, p.nc); err != nil {
+		if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, p.nc, o.Env); err != nil {
 			return fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
 		}
 		return nil

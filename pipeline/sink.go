@@ -16,15 +16,17 @@ import (
 // OpenSink opens the sink cfg configures, passing it the settings it needs
 // from other sections (the file sink's temp-file age, the republish sink's
 // source connection and filters), the metrics it reports to and a logger.
-// m, log and nc may be nil; nc is needed only by a nats sink whose connection
-// is null (it reuses the source connection).
-func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *nats.Conn) (sink.Sink, error) {
+// m, log, nc and env may be nil; nc is needed only by a nats sink whose
+// connection is null (it reuses the source connection); env resolves the
+// sink's *_env keys (nil: the process environment).
+func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *nats.Conn, env config.Env) (sink.Sink, error) {
 	var op sink.Opener
 	switch c := cfg.Sink.Opener.(type) {
 	case natssink.Config:
 		// connection null reuses the source connection; the loop check
 		// needs the source consumer's filters.
 		c.Source = nc
+		c.SourceDomain, c.SourceAPIPrefix = cfg.NATS.Domain, cfg.NATS.APIPrefix
 		c.SourceFilters = cfg.ConsumerManagement.FilterSubjects
 		if len(c.SourceFilters) == 0 {
 			c.SourceFilters = []string{cfg.NATS.Subject}
@@ -42,6 +44,11 @@ func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log
 		WithMetrics(*telemetry.Metrics) sink.Opener
 	}); ok {
 		op = wm.WithMetrics(m)
+	}
+	if we, ok := op.(interface {
+		WithEnv(config.Env) sink.Opener
+	}); ok {
+		op = we.WithEnv(env)
 	}
 	if wl, ok := op.(interface {
 		WithLogger(*slog.Logger) sink.Opener

@@ -89,8 +89,11 @@ func TestRestartKeepsStreamAndPort(t *testing.T) {
 	if Port(s2) != port {
 		t.Errorf("restarted on port %d, want %d", Port(s2), port)
 	}
+	// Wait for the reconnect itself: right after the restart the client may
+	// still report the old, dead connection as connected, and a publish
+	// written to it is lost (its PubAck never comes).
 	WaitFor(t, 10*time.Second, func() error {
-		if !nc.IsConnected() {
+		if !nc.IsConnected() || nc.Stats().Reconnects == 0 {
 			return errors.New("not reconnected")
 		}
 		return nil

@@ -1,7 +1,9 @@
 // Package record builds the byte-compatible documents of spec data-shapes:
 // times (§1.1), the standard metadata document (§3), payload normalisation
-// (§4), idempotency keys and file stems (§5, §7.1) and the file record (§7).
-// Pure functions, no I/O.
+// (§4), idempotency keys and file stems (§5, §7.1), and the message envelope
+// that the file record (§7), the HTTP body (§10), the S3 object and sidecar
+// (§11), the Kafka value (§12) and the NATS body (§13) share. Pure
+// functions, no I/O.
 //
 // Documents are jsonx trees (jsonx.Object in canonical key order, nil for
 // null) ready for jsonx.Marshal. They share the envelope's headers map and

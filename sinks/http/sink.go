@@ -266,7 +266,19 @@ func (s *Sink) build(e *sink.Envelope) ([]byte, string, error) {
 	}
 	var doc any = p.Value
 	if s.cfg.BodyFormat == "envelope" {
-		doc = s.envelope(e, p, key)
+		// data-shapes §10: idempotency_key is the header's key (null
+		// without one), labels keep the ","-joined form.
+		doc = record.MessageEnvelope(e, p, record.EnvelopeOptions{
+			Schema:          Schema,
+			LabelSeparator:  ",",
+			IdempotencyKey:  true,
+			Key:             key,
+			Metadata:        s.cfg.IncludeMetadata,
+			StoredAt:        s.now(),
+			MissionMetadata: s.cfg.IncludeMissionMetadata,
+			SecurityLabels:  s.cfg.IncludeSecurityLabels,
+			Custody:         s.cfg.IncludeCustody,
+		})
 	}
 	body := jsonx.Marshal(doc, jsonx.UTF8)
 	if len(body) > s.cfg.MaxRequestBytes {
@@ -321,68 +333,6 @@ func (s *Sink) key(e *sink.Envelope) (string, error) {
 		return "", sink.AsPermanentType(sink.ValidationError, errors.New("idempotency key contains characters not allowed in an HTTP header value"))
 	}
 	return key, nil
-}
-
-// envelope returns the nats_sinks.http.message.v1 document (data-shapes
-// §10) with its members in canonical key order.
-func (s *Sink) envelope(e *sink.Envelope, p record.Payload, key string) jsonx.Object {
-	labels := record.Labels(e)
-	var idem any
-	if key != "" {
-		idem = key
-	}
-	doc := make(jsonx.Object, 0, 20)
-	doc = append(doc,
-		jsonx.Member{Key: "classification", Value: nullable(e.Classification)},
-		jsonx.Member{Key: "consumer", Value: nullable(e.Consumer)},
-		jsonx.Member{Key: "consumer_sequence", Value: nullableSeq(e.ConsumerSequence)},
-	)
-	if s.cfg.IncludeCustody {
-		doc = append(doc, jsonx.Member{Key: "custody"})
-	}
-	doc = append(doc,
-		jsonx.Member{Key: "idempotency_key", Value: idem},
-		jsonx.Member{Key: "labels", Value: record.JoinLabels(labels, ",")},
-		jsonx.Member{Key: "labels_list", Value: labels},
-		jsonx.Member{Key: "message_id", Value: nullable(e.MessageID)},
-	)
-	if s.cfg.IncludeMetadata {
-		doc = append(doc, jsonx.Member{Key: "metadata", Value: record.Metadata(e, s.now(), false)})
-	}
-	if s.cfg.IncludeMissionMetadata {
-		doc = append(doc, jsonx.Member{Key: "mission_metadata"})
-	}
-	doc = append(doc,
-		jsonx.Member{Key: "payload", Value: p.Value},
-		jsonx.Member{Key: "payload_info", Value: p.Info},
-		jsonx.Member{Key: "priority", Value: nullable(e.Priority)},
-		jsonx.Member{Key: "schema", Value: Schema},
-		jsonx.Member{Key: "schema_version", Value: 1},
-	)
-	if s.cfg.IncludeSecurityLabels {
-		doc = append(doc, jsonx.Member{Key: "security_labels"})
-	}
-	return append(doc,
-		jsonx.Member{Key: "stream", Value: nullable(e.Stream)},
-		jsonx.Member{Key: "stream_sequence", Value: nullableSeq(e.StreamSequence)},
-		jsonx.Member{Key: "subject", Value: e.Subject},
-	)
-}
-
-// nullable maps the envelope's "" = unknown convention to null.
-func nullable(v string) any {
-	if v == "" {
-		return nil
-	}
-	return v
-}
-
-// nullableSeq maps sequence 0 (unknown) to null.
-func nullableSeq(n uint64) any {
-	if n == 0 {
-		return nil
-	}
-	return n
 }
 
 // statusError is a response whose status is not in success_statuses.

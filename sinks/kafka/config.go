@@ -141,6 +141,13 @@ func (c Config) Open(ctx context.Context) (sink.Sink, error) {
 	return s, nil
 }
 
+// WithEnv returns c reading its *_env keys through env (nil: the process
+// environment); pipeline.OpenSink passes the environment it was given.
+func (c Config) WithEnv(env config.Env) sink.Opener {
+	c.Env = env
+	return c
+}
+
 // WithMetrics returns c with its sink metrics reported to m; the CLI calls it
 // for every sink that has metrics of its own.
 func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {

@@ -67,7 +67,22 @@ func (c *Config) Record(e *sink.Envelope, storedAt time.Time) (*kgo.Record, erro
 		}
 		var doc any = p.Value
 		if c.RecordFormat == "envelope" {
-			doc = c.envelope(e, p, key, storedAt)
+			// data-shapes §12: the HTTP envelope with its schema changed
+			// and labels ";"-joined. The kafka sink has only
+			// include_metadata; mission_metadata, security_labels and
+			// custody are always there (null), as with the HTTP sink's
+			// defaults. idempotency_key is the record key.
+			doc = record.MessageEnvelope(e, p, record.EnvelopeOptions{
+				Schema:          Schema,
+				LabelSeparator:  ";",
+				IdempotencyKey:  true,
+				Key:             key,
+				Metadata:        c.IncludeMetadata,
+				StoredAt:        storedAt,
+				Custody:         true,
+				MissionMetadata: true,
+				SecurityLabels:  true,
+			})
 		}
 		r.Value = jsonx.Marshal(doc, jsonx.UTF8)
 	}
@@ -189,56 +204,4 @@ func isOneOf(name string, set []string) bool {
 		}
 	}
 	return false
-}
-
-// envelope returns the nats_sinks.kafka.message.v1 document (data-shapes
-// §12): the HTTP envelope of §10 with its schema changed and labels joined
-// with ";". The kafka sink has only include_metadata; mission_metadata,
-// security_labels and custody are always present (null), as with the HTTP
-// sink's defaults. idempotency_key is the record key. Members are in
-// canonical key order.
-func (c *Config) envelope(e *sink.Envelope, p record.Payload, key string, storedAt time.Time) jsonx.Object {
-	labels := record.Labels(e)
-	doc := make(jsonx.Object, 0, 19)
-	doc = append(doc,
-		jsonx.Member{Key: "classification", Value: nullable(e.Classification)},
-		jsonx.Member{Key: "consumer", Value: nullable(e.Consumer)},
-		jsonx.Member{Key: "consumer_sequence", Value: nullableSeq(e.ConsumerSequence)},
-		jsonx.Member{Key: "custody"},
-		jsonx.Member{Key: "idempotency_key", Value: key},
-		jsonx.Member{Key: "labels", Value: record.JoinLabels(labels, ";")},
-		jsonx.Member{Key: "labels_list", Value: labels},
-		jsonx.Member{Key: "message_id", Value: nullable(e.MessageID)},
-	)
-	if c.IncludeMetadata {
-		doc = append(doc, jsonx.Member{Key: "metadata", Value: record.Metadata(e, storedAt, false)})
-	}
-	return append(doc,
-		jsonx.Member{Key: "mission_metadata"},
-		jsonx.Member{Key: "payload", Value: p.Value},
-		jsonx.Member{Key: "payload_info", Value: p.Info},
-		jsonx.Member{Key: "priority", Value: nullable(e.Priority)},
-		jsonx.Member{Key: "schema", Value: Schema},
-		jsonx.Member{Key: "schema_version", Value: 1},
-		jsonx.Member{Key: "security_labels"},
-		jsonx.Member{Key: "stream", Value: nullable(e.Stream)},
-		jsonx.Member{Key: "stream_sequence", Value: nullableSeq(e.StreamSequence)},
-		jsonx.Member{Key: "subject", Value: e.Subject},
-	)
-}
-
-// nullable maps the envelope's "" = unknown convention to null.
-func nullable(v string) any {
-	if v == "" {
-		return nil
-	}
-	return v
-}
-
-// nullableSeq maps sequence 0 (unknown) to null.
-func nullableSeq(n uint64) any {
-	if n == 0 {
-		return nil
-	}
-	return n
 }

@@ -54,6 +54,14 @@ type Config struct {
 	// SourceFilters are the source consumer's filter subjects. Open refuses
 	// a target they would consume again (the loop rule).
 	SourceFilters []string `json:"-"`
+	// SourceDomain and SourceAPIPrefix are the nats section's domain and
+	// api_prefix. With connection null the sink reuses the source
+	// connection and, with it, the source's JetStream context: on a leaf
+	// node whose source is reached through domain "hub", the target
+	// stream lookup goes to the hub too. A target in another domain needs
+	// a connection object with its own domain.
+	SourceDomain    *string `json:"-"`
+	SourceAPIPrefix *string `json:"-"`
 }
 
 // Connection is the "connection" object: the connection keys of the nats
@@ -319,6 +327,13 @@ func (c Config) Open(ctx context.Context) (sink.Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// WithEnv returns c reading its *_env keys through env (nil: the process
+// environment); pipeline.OpenSink passes the environment it was given.
+func (c Config) WithEnv(env config.Env) sink.Opener {
+	c.Env = env
+	return c
 }
 
 // WithMetrics returns c with its sink metrics reported to m; the CLI calls it

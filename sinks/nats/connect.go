@@ -48,13 +48,18 @@ func (c *Connection) settings() *config.NATS {
 func configErr(err error) error { return fmt.Errorf("%w: %w", err, sink.ErrConfig) }
 
 // jetStream returns the JetStream context for the connection's domain or
-// API prefix, with the async publish options of the sink.
-func (c *Connection) jetStream(nc *nats.Conn, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+// API prefix, with the async publish options of the sink. With connection
+// null it is the source's: its domain or API prefix.
+func (c *Config) jetStream(nc *nats.Conn, opts ...jetstream.JetStreamOpt) (jetstream.JetStream, error) {
+	domain, prefix := c.SourceDomain, c.SourceAPIPrefix
+	if c.Connection != nil {
+		domain, prefix = c.Connection.Domain, c.Connection.APIPrefix
+	}
 	switch {
-	case c != nil && c.Domain != nil:
-		return jetstream.NewWithDomain(nc, *c.Domain, opts...)
-	case c != nil && c.APIPrefix != nil:
-		return jetstream.NewWithAPIPrefix(nc, *c.APIPrefix, opts...)
+	case domain != nil:
+		return jetstream.NewWithDomain(nc, *domain, opts...)
+	case prefix != nil:
+		return jetstream.NewWithAPIPrefix(nc, *prefix, opts...)
 	}
 	return jetstream.New(nc, opts...)
 }

@@ -64,7 +64,23 @@ func (c *Config) Message(e *sink.Envelope, storedAt time.Time) (*nats.Msg, error
 		if err != nil {
 			return nil, err
 		}
-		m.Data = jsonx.Marshal(envelopeBody(e, p, key, storedAt), jsonx.ASCII)
+		// data-shapes §13: the HTTP envelope of §10 with its schema
+		// changed, in the ascii flavour. The HTTP sink's include_* options
+		// default to true and the nats sink has none, so metadata (§3,
+		// without custody), mission_metadata, security_labels and custody
+		// are always present; idempotency_key is the core key (the
+		// Nats-Msg-Id) and labels keep the HTTP envelope's ","-joined form.
+		m.Data = jsonx.Marshal(record.MessageEnvelope(e, p, record.EnvelopeOptions{
+			Schema:          Schema,
+			LabelSeparator:  ",",
+			IdempotencyKey:  true,
+			Key:             key,
+			Metadata:        true,
+			StoredAt:        storedAt,
+			Custody:         true,
+			MissionMetadata: true,
+			SecurityLabels:  true,
+		}), jsonx.ASCII)
 	} else {
 		// raw: the delivered bytes unchanged, as the spec says; for a
 		// headers-only delivery that is the empty body.
@@ -119,52 +135,6 @@ func isTraceHeader(name string) bool {
 		}
 	}
 	return false
-}
-
-// envelopeBody returns the nats_sinks.nats.message.v1 body for e (data-shapes
-// §13): the HTTP envelope of §10 with its schema changed. The HTTP sink's
-// include_* options default to true and the nats sink has none, so
-// metadata (§3, without custody), mission_metadata, security_labels and
-// custody are always present; idempotency_key is the core key (the
-// Nats-Msg-Id) and labels keep the HTTP envelope's ","-joined form.
-// Encode it with the ascii flavour.
-func envelopeBody(e *sink.Envelope, p record.Payload, key string, storedAt time.Time) jsonx.Object {
-	labels := record.Labels(e)
-	return jsonx.Object{
-		{Key: "classification", Value: nullable(e.Classification)},
-		{Key: "consumer", Value: nullable(e.Consumer)},
-		{Key: "consumer_sequence", Value: seqValue(e.ConsumerSequence)},
-		{Key: "custody"},
-		{Key: "idempotency_key", Value: key},
-		{Key: "labels", Value: record.JoinLabels(labels, ",")},
-		{Key: "labels_list", Value: labels},
-		{Key: "message_id", Value: nullable(e.MessageID)},
-		{Key: "metadata", Value: record.Metadata(e, storedAt, false)},
-		{Key: "mission_metadata"},
-		{Key: "payload", Value: p.Value},
-		{Key: "payload_info", Value: p.Info},
-		{Key: "priority", Value: nullable(e.Priority)},
-		{Key: "schema", Value: Schema},
-		{Key: "schema_version", Value: 1},
-		{Key: "security_labels"},
-		{Key: "stream", Value: nullable(e.Stream)},
-		{Key: "stream_sequence", Value: seqValue(e.StreamSequence)},
-		{Key: "subject", Value: e.Subject},
-	}
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func seqValue(n uint64) any {
-	if n == 0 {
-		return nil
-	}
-	return n
 }
 
 // errorf wraps err with the message's origin; the text names the subject

@@ -83,7 +83,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		s.nc, s.ownsNC = nc, true
 	}
 	var err error
-	s.js, err = c.Connection.jetStream(s.nc,
+	s.js, err = c.jetStream(s.nc,
 		// The sink's own bound (slots) keeps outstanding publishes at
 		// max_concurrent_publishes; twice that leaves room for publishes
 		// whose waiter gave up on a cancelled context but whose PubAck

@@ -94,64 +94,51 @@ func tooLarge(what string, n, limit int) error {
 		fmt.Errorf("%s of %d bytes exceeds max_object_bytes (%d)", what, n, limit))
 }
 
-// envelope returns the nats_sinks.s3.object.v1 document (data-shapes §11)
-// with its members in canonical key order.
+// envelope returns the nats_sinks.s3.object.v1 document (data-shapes §11):
+// the common message envelope with every optional member, a metadata
+// document that has its own custody key, and the object's own headers and
+// epoch times.
 func (c *Config) envelope(e *sink.Envelope, p record.Payload, now time.Time) jsonx.Object {
-	labels := record.Labels(e)
-	return jsonx.Object{
-		{Key: "classification", Value: nullable(e.Classification)},
-		{Key: "consumer", Value: nullable(e.Consumer)},
-		{Key: "consumer_sequence", Value: nullableSeq(e.ConsumerSequence)},
-		{Key: "custody"},
-		{Key: "headers", Value: record.Headers(e)},
-		{Key: "jetstream_timestamp_epoch_ns", Value: jetStreamNS(e)},
-		{Key: "labels", Value: record.JoinLabels(labels, ";")},
-		{Key: "labels_list", Value: labels},
-		{Key: "message_created_at_epoch_ns", Value: createdNS(e)},
-		{Key: "message_id", Value: nullable(e.MessageID)},
-		{Key: "metadata", Value: record.Metadata(e, now, true)},
-		{Key: "mission_metadata"},
-		{Key: "payload", Value: p.Value},
-		{Key: "payload_info", Value: p.Info},
-		{Key: "priority", Value: nullable(e.Priority)},
-		{Key: "received_at_epoch_ns", Value: record.EpochNS(record.Micro(e.ReceivedAt))},
-		{Key: "schema", Value: ObjectSchema},
-		{Key: "schema_version", Value: 1},
-		{Key: "security_labels"},
-		{Key: "stored_at_epoch_ns", Value: record.EpochNS(record.Micro(now))},
-		{Key: "stream", Value: nullable(e.Stream)},
-		{Key: "stream_sequence", Value: nullableSeq(e.StreamSequence)},
-		{Key: "subject", Value: e.Subject},
-	}
+	return record.MessageEnvelope(e, p, record.EnvelopeOptions{
+		Schema:          ObjectSchema,
+		LabelSeparator:  ";",
+		Metadata:        true,
+		MetadataCustody: true,
+		StoredAt:        now,
+		Custody:         true,
+		MissionMetadata: true,
+		SecurityLabels:  true,
+		Extra: jsonx.Object{
+			{Key: "headers", Value: record.Headers(e)},
+			{Key: "jetstream_timestamp_epoch_ns", Value: jetStreamNS(e)},
+			{Key: "message_created_at_epoch_ns", Value: createdNS(e)},
+			{Key: "received_at_epoch_ns", Value: record.EpochNS(record.Micro(e.ReceivedAt))},
+			{Key: "stored_at_epoch_ns", Value: record.EpochNS(record.Micro(now))},
+		},
+	})
 }
 
-// sidecar returns the nats_sinks.s3.sidecar.v1 document (data-shapes §11).
-// Its metadata document has no custody key; the sidecar has its own.
+// sidecar returns the nats_sinks.s3.sidecar.v1 document (data-shapes §11):
+// the object's envelope without its payload, headers and event times, plus
+// where and how the object was written. Its metadata document has no
+// custody key; the sidecar has its own.
 func (c *Config) sidecar(e *sink.Envelope, p record.Payload, key string, now time.Time) jsonx.Object {
-	labels := record.Labels(e)
-	return jsonx.Object{
-		{Key: "classification", Value: nullable(e.Classification)},
-		{Key: "consumer", Value: nullable(e.Consumer)},
-		{Key: "consumer_sequence", Value: nullableSeq(e.ConsumerSequence)},
-		{Key: "custody"},
-		{Key: "duplicate_policy", Value: c.DuplicatePolicy},
-		{Key: "key_strategy", Value: c.KeyStrategy},
-		{Key: "labels", Value: record.JoinLabels(labels, ";")},
-		{Key: "labels_list", Value: labels},
-		{Key: "message_id", Value: nullable(e.MessageID)},
-		{Key: "metadata", Value: record.Metadata(e, now, false)},
-		{Key: "mission_metadata"},
-		{Key: "object_key", Value: key},
-		{Key: "payload_info", Value: p.Info},
-		{Key: "priority", Value: nullable(e.Priority)},
-		{Key: "schema", Value: SidecarSchema},
-		{Key: "schema_version", Value: 1},
-		{Key: "security_labels"},
-		{Key: "stored_at_epoch_ns", Value: record.EpochNS(record.Micro(now))},
-		{Key: "stream", Value: nullable(e.Stream)},
-		{Key: "stream_sequence", Value: nullableSeq(e.StreamSequence)},
-		{Key: "subject", Value: e.Subject},
-	}
+	return record.MessageEnvelope(e, p, record.EnvelopeOptions{
+		Schema:          SidecarSchema,
+		LabelSeparator:  ";",
+		Metadata:        true,
+		StoredAt:        now,
+		Custody:         true,
+		MissionMetadata: true,
+		SecurityLabels:  true,
+		NoPayload:       true,
+		Extra: jsonx.Object{
+			{Key: "duplicate_policy", Value: c.DuplicatePolicy},
+			{Key: "key_strategy", Value: c.KeyStrategy},
+			{Key: "object_key", Value: key},
+			{Key: "stored_at_epoch_ns", Value: record.EpochNS(record.Micro(now))},
+		},
+	})
 }
 
 // jetStreamNS is the JetStream timestamp in epoch ns (µs precision, §1.1),
@@ -223,20 +210,4 @@ func gzipBytes(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// nullable maps the envelope's "" = unknown convention to null.
-func nullable(v string) any {
-	if v == "" {
-		return nil
-	}
-	return v
-}
-
-// nullableSeq maps sequence 0 (unknown) to null.
-func nullableSeq(n uint64) any {
-	if n == 0 {
-		return nil
-	}
-	return n
 }
