@@ -79,7 +79,7 @@ func runBench(env *Env, args []string) int {
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 256, "JSON payload size in bytes")
 	fs.IntVar(&o.batchSize, "batch-size", 500, "delivery.batch_size")
 	fs.IntVar(&o.inFlight, "in-flight", 4, "delivery.max_in_flight_batches")
-	fs.Var(&sinks, "sink", "null, file or sqlite; repeatable, one pipeline phase each")
+	fs.Var(&sinks, "sink", "null, file or sqlite (with --config: null or its sink type); repeatable, one pipeline phase each")
 	fs.BoolVar(&o.encrypt, "encrypt", false, "encrypt all subjects with a random key")
 	fs.StringVar(&o.format, "format", "text", "text or json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
@@ -254,6 +254,11 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 
 	header := fmt.Sprintf("nats-sink bench — %s, %d msgs × %d B, batch %d, in-flight %d, sink %s",
 		t.where, o.messages, o.payloadBytes, o.batchSize, o.inFlight, strings.Join(o.sinks, ","))
+	if o.cfg != nil && o.cfg.Delivery.AckConfirmation.Enabled {
+		// The pipelines then wait for each ACK's confirmation while the
+		// ceiling still plain-ACKs: say so, since it changes every ratio.
+		header += ", ack confirmation on"
+	}
 	var rows []benchRow
 
 	row, err := o.publish(ctx, t)
