@@ -173,13 +173,19 @@ func newFlags(env *Env, name, args string) *flag.FlagSet {
 // command must stop (help printed: 0; usage error: 2).
 func parseFlags(env *Env, fs *flag.FlagSet, args []string) ([]string, int) {
 	var positional []string
+	// The flag package prints the usage itself on -h and on errors; print it
+	// once, here, so that --help goes to stdout only.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fs.SetOutput(env.Stdout)
-				fs.Usage()
+				usage()
 				return nil, exitOK
 			}
+			usage() // after the error line the flag package printed to stderr
 			return nil, exitConfig
 		}
 		args = fs.Args()
