@@ -14,25 +14,11 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
 var failedAt = time.Date(2026, 5, 29, 10, 0, 1, 234567890, time.UTC)
-
-func goldenEnvelope() *sink.Envelope {
-	return intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}, nil, time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC))
-}
 
 func headersOnlyEnvelope() *sink.Envelope {
 	return intake.Build(intake.Message{
@@ -57,7 +43,7 @@ func TestGoldenBodies(t *testing.T) {
 		f    Failure
 		o    Options
 	}{
-		{"dlq_file_fail.json", goldenEnvelope(),
+		{"dlq_file_fail.json", shapestest.Golden(),
 			Failure{sink.PermanentSinkError, "file sink destination already exists: ORDERS-00000000000000000042.json"},
 			Options{IncludePayload: true, IncludeHeaders: true, IncludeError: true, Consumer: "orders-file"}},
 		{"dlq_headers_only.json", headersOnlyEnvelope(),
@@ -74,7 +60,7 @@ func TestGoldenBodies(t *testing.T) {
 }
 
 func TestHeaders(t *testing.T) {
-	redelivered := goldenEnvelope()
+	redelivered := shapestest.Golden()
 	redelivered.DeliveryCount = 4
 	redelivered.Headers = sink.Headers{"TraceParent": "tp", "tracestate": "ts", "BAGGAGE": "k=v", "other": "x"}
 
@@ -86,7 +72,7 @@ func TestHeaders(t *testing.T) {
 		want      map[string][]string
 		wantMsgID string
 	}{
-		{"golden message", goldenEnvelope(),
+		{"golden message", shapestest.Golden(),
 			Failure{sink.PermanentSinkError, "file sink destination already exists: ORDERS-00000000000000000042.json"},
 			Options{IncludeError: true, Consumer: "orders-file"},
 			map[string][]string{
@@ -147,7 +133,7 @@ func TestHeaders(t *testing.T) {
 }
 
 func TestBodyOptions(t *testing.T) {
-	e := goldenEnvelope()
+	e := shapestest.Golden()
 	f := Failure{sink.PermanentSinkError, "boom"}
 	for _, tt := range []struct {
 		name        string
@@ -175,7 +161,7 @@ func TestBodyOptions(t *testing.T) {
 }
 
 func TestBodyIsASCII(t *testing.T) {
-	e := goldenEnvelope()
+	e := shapestest.Golden()
 	e.Headers = sink.Headers{"X": "café 😀"}
 	body := Build(e, Failure{sink.PermanentSinkError, "é"}, Options{IncludeHeaders: true, IncludeError: true}, failedAt).Body
 	for i, c := range body {
@@ -216,7 +202,7 @@ func TestReason(t *testing.T) {
 // every combination of optional members, so the encoder never sorts it.
 func TestBodyIsSorted(t *testing.T) {
 	f := Failure{sink.PermanentSinkError, "boom"}
-	for _, e := range []*sink.Envelope{goldenEnvelope(), headersOnlyEnvelope(), {Subject: "s", Pending: -1}} {
+	for _, e := range []*sink.Envelope{shapestest.Golden(), headersOnlyEnvelope(), {Subject: "s", Pending: -1}} {
 		key, err := record.CoreKey(e)
 		for _, o := range []Options{
 			{},

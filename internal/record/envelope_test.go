@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -20,7 +20,7 @@ import (
 // idempotency_key, ","-joined labels, custody in metadata, and the three
 // extra members.
 func TestGoldenMessageEnvelope(t *testing.T) {
-	e := intake.Build(goldenMessage(), nil, goldenReceived)
+	e := shapestest.Golden()
 	p, err := NormalisePayload(e, JSONOrEnvelope)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestGoldenMessageEnvelope(t *testing.T) {
 		Key:             "stream-sequence:ORDERS:42",
 		Metadata:        true,
 		MetadataCustody: true,
-		StoredAt:        goldenStored,
+		StoredAt:        shapestest.Stored,
 		Custody:         true,
 		MissionMetadata: true,
 		SecurityLabels:  true,
@@ -56,8 +56,8 @@ func TestGoldenMessageEnvelope(t *testing.T) {
 // that each option adds exactly its member with its value and that the
 // document stays in key order.
 func TestMessageEnvelopeOptions(t *testing.T) {
-	full := intake.Build(goldenMessage(), nil, goldenReceived)
-	bare := &sink.Envelope{Subject: "s", Data: []byte("x"), Pending: -1, ReceivedAt: goldenReceived}
+	full := shapestest.Golden()
+	bare := &sink.Envelope{Subject: "s", Data: []byte("x"), Pending: -1, ReceivedAt: shapestest.Received}
 	extra := jsonx.Object{
 		{Key: "duplicate_policy", Value: "replace"},
 		{Key: "headers", Value: map[string]string{}},
@@ -88,7 +88,7 @@ func TestMessageEnvelopeOptions(t *testing.T) {
 				IdempotencyKey:  on(idem),
 				Metadata:        on(meta),
 				MetadataCustody: on(metaCustody),
-				StoredAt:        goldenStored,
+				StoredAt:        shapestest.Stored,
 				Custody:         on(custody),
 				MissionMetadata: on(mission),
 				SecurityLabels:  on(security),
@@ -123,7 +123,7 @@ func TestMessageEnvelopeOptions(t *testing.T) {
 				want["idempotency_key"] = nullable(o.Key)
 			}
 			if o.Metadata {
-				want["metadata"] = Metadata(e, goldenStored, o.MetadataCustody)
+				want["metadata"] = Metadata(e, shapestest.Stored, o.MetadataCustody)
 			}
 			for bit, key := range map[int]string{custody: "custody", mission: "mission_metadata", security: "security_labels"} {
 				if on(bit) {
@@ -162,13 +162,13 @@ func TestMessageEnvelopeOptions(t *testing.T) {
 // TestMessageEnvelopeIsFileRecord pins the one shape built here whose
 // golden is normative (data-shapes §7.2) to the builder's file options.
 func TestMessageEnvelopeIsFileRecord(t *testing.T) {
-	e := intake.Build(goldenMessage(), nil, goldenReceived)
+	e := shapestest.Golden()
 	p, err := NormalisePayload(e, JSONOrEnvelope)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := MessageEnvelope(e, p, EnvelopeOptions{Schema: FileSchema, LabelSeparator: ";", Metadata: true,
-		StoredAt: goldenStored, Custody: true, MissionMetadata: true, SecurityLabels: true})
+		StoredAt: shapestest.Stored, Custody: true, MissionMetadata: true, SecurityLabels: true})
 	got := append(jsonx.Marshal(doc, jsonx.UTF8), '\n')
 	if want := readGolden(t, "file_record_compact.json"); !bytes.Equal(got, want) {
 		t.Errorf("file-record options differ from data-shapes §7.2 (-want +got):\n%s", cmp.Diff(string(want), string(got)))

@@ -8,34 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
-)
-
-// goldenMessage is the input of data-shapes §7.2.
-func goldenMessage() intake.Message {
-	return intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}
-}
-
-var (
-	goldenReceived = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
-	goldenStored   = time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
 )
 
 func readGolden(t *testing.T, name string) []byte {
@@ -48,12 +26,12 @@ func readGolden(t *testing.T, name string) []byte {
 }
 
 func TestGoldenFileRecord(t *testing.T) {
-	e := intake.Build(goldenMessage(), nil, goldenReceived)
+	e := shapestest.Golden()
 	p, err := NormalisePayload(e, JSONOrEnvelope)
 	if err != nil {
 		t.Fatalf("NormalisePayload: %v", err)
 	}
-	doc := FileRecord(e, p, true, goldenStored)
+	doc := FileRecord(e, p, true, shapestest.Stored)
 
 	stem, err := FileStem(StrategyStreamSequence, e)
 	if err != nil {
@@ -81,16 +59,16 @@ func TestGoldenFileRecord(t *testing.T) {
 }
 
 func TestFileRecordWithoutMetadata(t *testing.T) {
-	e := intake.Build(goldenMessage(), nil, goldenReceived)
+	e := shapestest.Golden()
 	p, err := NormalisePayload(e, JSONOrEnvelope)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := FileRecord(e, p, false, goldenStored)
+	doc := FileRecord(e, p, false, shapestest.Stored)
 	if _, ok := doc.Get("metadata"); ok {
 		t.Errorf("FileRecord(includeMetadata=false) has a metadata key")
 	}
-	with := FileRecord(e, p, true, goldenStored)
+	with := FileRecord(e, p, true, shapestest.Stored)
 	with = slices.DeleteFunc(with, func(m jsonx.Member) bool { return m.Key == "metadata" })
 	if diff := cmp.Diff(with, doc); diff != "" {
 		t.Errorf("records differ beyond metadata (-with +without):\n%s", diff)
@@ -98,13 +76,13 @@ func TestFileRecordWithoutMetadata(t *testing.T) {
 }
 
 func TestMetadataCustody(t *testing.T) {
-	e := intake.Build(goldenMessage(), nil, goldenReceived)
-	with := Metadata(e, goldenStored, true)
+	e := shapestest.Golden()
+	with := Metadata(e, shapestest.Stored, true)
 	v, ok := with.Get("custody")
 	if !ok || v != nil {
 		t.Errorf("Metadata(withCustody) custody = %v, %v; want null", v, ok)
 	}
-	without := Metadata(e, goldenStored, false)
+	without := Metadata(e, shapestest.Stored, false)
 	if _, ok := without.Get("custody"); ok {
 		t.Errorf("Metadata(withCustody=false) has a custody key")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -19,14 +20,14 @@ import (
 // anyway, so output stays right; this catches the slow path, e.g. a key
 // added out of order, and a map[string]any creeping back in.
 func TestBuiltObjectsAreSorted(t *testing.T) {
-	full := intake.Build(goldenMessage(), nil, goldenReceived)
+	full := shapestest.Golden()
 	full.Headers["Nats-Expected-Stream"] = "S"
 	full.Headers["nats-custom"] = "c"
 	full.Headers["accept-encoding"] = "gzip"
 	full.Reply, full.Domain = "r", "hub"
 	bare := &sink.Envelope{Subject: "s", Pending: -1}
 	headersOnly := intake.Build(intake.Message{Subject: "audit.login", Header: map[string][]string{"Nats-Msg-Size": {"2048"}}},
-		nil, goldenReceived)
+		nil, shapestest.Received)
 	for name, e := range map[string]*sink.Envelope{"full": full, "bare": bare, "headers-only": headersOnly} {
 		for _, mode := range []PayloadMode{JSONOrEnvelope, TextEnvelope, BytesEnvelope} {
 			p, err := NormalisePayload(e, mode)
@@ -37,9 +38,9 @@ func TestBuiltObjectsAreSorted(t *testing.T) {
 				what string
 				v    any
 			}{
-				{"FileRecord with metadata", FileRecord(e, p, true, goldenStored)},
-				{"FileRecord without metadata", FileRecord(e, p, false, goldenStored)},
-				{"Metadata with custody", Metadata(e, goldenStored, true)},
+				{"FileRecord with metadata", FileRecord(e, p, true, shapestest.Stored)},
+				{"FileRecord without metadata", FileRecord(e, p, false, shapestest.Stored)},
+				{"Metadata with custody", Metadata(e, shapestest.Stored, true)},
 			} {
 				if path := slowObject(doc.v, "(root)"); path != "" {
 					t.Errorf("%s of %s envelope, %s payload: %s", doc.what, name, mode, path)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -25,12 +26,12 @@ func BenchmarkBuildRow(b *testing.B) {
 			Subject: "bench.x",
 			Reply:   fmt.Sprintf("$JS.ACK.B.c.1.%d.%d.1780048800123456000.0", i+1, i+1),
 			Data:    []byte(body),
-		}, nil, goldenReceived)
+		}, nil, shapestest.Received)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, err := m.BuildRow(envs[i%len(envs)], goldenStored); err != nil {
+		if _, err := m.BuildRow(envs[i%len(envs)], shapestest.Stored); err != nil {
 			b.Fatal(err)
 		}
 		i++

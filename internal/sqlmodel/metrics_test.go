@@ -1,7 +1,12 @@
 package sqlmodel
 
 import (
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -39,4 +44,74 @@ func TestMetricsNameTaken(t *testing.T) {
 	if c := Counter(m, "messages_acked_total", "x"); c != nil {
 		t.Errorf("Counter(core name) = %p, want nil", c)
 	}
+}
+
+// TestDBMetrics: the eight metrics of a database/sql sink carry the
+// dialect's names (sinks.md §3, §4), and Publish and Observe feed them.
+func TestDBMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := telemetry.NewMetrics(reg, "nats_sinks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm := NewDBMetrics(m, Oracle, "one array-bound statement", "ORA-00001")
+	dm.Publish(ModeCounts{Ignored: 1, Noop: 2, Rows: 3, Unknown: 4})
+	dm.Observe(Stats{Duplicates: 5, Commit: time.Second})
+	dm.Execute.Observe(0.5)
+	dm.Conflicts.Inc()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type metric struct {
+		Help  string
+		Value float64
+	}
+	got := map[string]metric{}
+	for _, mf := range mfs {
+		name, ok := strings.CutPrefix(mf.GetName(), "nats_sinks_oracle_")
+		if !ok {
+			continue
+		}
+		v := mf.GetMetric()[0]
+		val := v.GetCounter().GetValue()
+		if h := v.GetHistogram(); h != nil {
+			val = h.GetSampleSum()
+		}
+		got[name] = metric{mf.GetHelp(), val}
+	}
+	want := map[string]metric{
+		"execute_seconds":             {"Time spent executing one array-bound statement.", 0.5},
+		"commit_seconds":              {"Time spent in COMMIT.", 1},
+		"conflicts_total":             {"Statements that failed with a duplicate-key error (ORA-00001).", 1},
+		"duplicates_total":            {"Rows found already present (attempted minus affected rows, plus in-batch repeats).", 5},
+		"duplicate_ignored_total":     {"Duplicate rows skipped by insert_ignore.", 1},
+		"duplicate_noop_total":        {"Duplicate rows left unchanged by merge with no update columns.", 2},
+		"merge_rows_total":            {"Rows written by merge statements.", 3},
+		"merge_outcome_unknown_total": {"Merge rows (with update columns) whose insert-or-update outcome the affected-row count cannot tell.", 4},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("oracle metrics (-want +got):\n%s", diff)
+	}
+
+	my := NewDBMetrics(m, MySQL, "one multi-row INSERT statement", "1062")
+	if my.Rows == nil || my.Unknown == nil || my.Execute == nil {
+		t.Fatalf("mysql metrics = %+v", my)
+	}
+	mfs, _ = reg.Gather()
+	var names []string
+	for _, mf := range mfs {
+		if n, ok := strings.CutPrefix(mf.GetName(), "nats_sinks_mysql_"); ok {
+			names = append(names, n)
+		}
+	}
+	wantNames := []string{"commit_seconds", "conflicts_total", "duplicate_ignored_total", "duplicate_noop_total",
+		"duplicates_total", "execute_seconds", "upsert_outcome_unknown_total", "upsert_rows_total"}
+	if diff := cmp.Diff(wantNames, names); diff != "" {
+		t.Errorf("mysql metric names (-want +got):\n%s", diff)
+	}
+
+	var none DBMetrics // nil collectors: a sink without metrics
+	none.Publish(ModeCounts{Rows: 1})
+	none.Observe(Stats{Duplicates: 1})
 }

@@ -13,33 +13,13 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-var (
-	goldenReceived = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
-	goldenStored   = time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
-)
-
-// goldenEnvelope is the input of data-shapes §7.2.
-func goldenEnvelope() *sink.Envelope {
-	return intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}, nil, goldenReceived)
-}
-
 func TestGoldenRow(t *testing.T) {
 	m := compile(t, Postgres, `{}`)
-	r, err := m.BuildRow(goldenEnvelope(), goldenStored)
+	r, err := m.BuildRow(shapestest.Golden(), shapestest.Stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +53,9 @@ func TestGoldenRow(t *testing.T) {
 
 func TestRowNullsAndHeaders(t *testing.T) {
 	m := compile(t, SQLite, `{"idempotency":{"strategy":"message_id"}}`)
-	e := intake.Build(intake.Message{Subject: "a", Data: []byte("x"), Header: map[string][]string{"Nats-Msg-Id": {"m1"}}}, nil, goldenReceived)
+	e := intake.Build(intake.Message{Subject: "a", Data: []byte("x"), Header: map[string][]string{"Nats-Msg-Id": {"m1"}}}, nil, shapestest.Received)
 	e.Headers = nil
-	r, err := m.BuildRow(e, goldenStored)
+	r, err := m.BuildRow(e, shapestest.Stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +85,11 @@ func TestBuildRowFailures(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := compile(t, SQLite, tt.js)
-			e := goldenEnvelope()
+			e := shapestest.Golden()
 			if tt.mutate != nil {
 				tt.mutate(e)
 			}
-			_, err := m.BuildRow(e, goldenStored)
+			_, err := m.BuildRow(e, shapestest.Stored)
 			res := sink.Failed(err)
 			if res.Outcome != sink.Permanent || res.ErrorType != tt.wantType || err == nil || !strings.Contains(err.Error(), tt.wantText) {
 				t.Errorf("BuildRow error = %v (%v %s), want Permanent %s containing %q", err, res.Outcome, res.ErrorType, tt.wantType, tt.wantText)
@@ -161,9 +141,9 @@ func TestPayloadFieldValue(t *testing.T) {
 
 func TestPayloadFieldRow(t *testing.T) {
 	m := compile(t, SQLite, `{"idempotency":{"strategy":"payload_field","payload_field":"order_id"}}`)
-	e := goldenEnvelope()
+	e := shapestest.Golden()
 	e.MessageID = "ignored"
-	r, err := m.BuildRow(e, goldenStored)
+	r, err := m.BuildRow(e, shapestest.Stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +269,7 @@ func (f *fakeTx) Rollback() error { f.calls = append(f.calls, "rollback"); retur
 
 func TestWriter(t *testing.T) {
 	errDB := errors.New("db says no")
-	noStream := goldenEnvelope()
+	noStream := shapestest.Golden()
 	noStream.Stream = ""
 	for _, tt := range []struct {
 		name      string
@@ -317,11 +297,11 @@ func TestWriter(t *testing.T) {
 			tx := tt.tx
 			var stats []Stats
 			w := Writer{Model: m, Begin: func(context.Context) (Tx, error) { return &tx, nil },
-				Classify: tt.classify, Now: func() time.Time { return goldenStored },
+				Classify: tt.classify, Now: func() time.Time { return shapestest.Stored },
 				Observe: func(s Stats) { stats = append(stats, s) }}
-			e2 := goldenEnvelope()
+			e2 := shapestest.Golden()
 			e2.StreamSequence = 43
-			got := w.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope(), noStream, e2})
+			got := w.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden(), noStream, e2})
 			for i := range got {
 				if got[i].Outcome != sink.Committed && got[i].Outcome != sink.Duplicate && got[i].Err == nil {
 					t.Errorf("result %d has no error", i)
@@ -347,7 +327,7 @@ func TestWriterCancelled(t *testing.T) {
 	w := Writer{Model: m, Begin: func(context.Context) (Tx, error) { began = true; return &fakeTx{}, nil }, Classify: sink.AsPermanent}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	rs := w.WriteBatch(ctx, []*sink.Envelope{goldenEnvelope()})
+	rs := w.WriteBatch(ctx, []*sink.Envelope{shapestest.Golden()})
 	if rs[0].Outcome != sink.Temporary || !rs[0].Shared || began {
 		t.Errorf("cancelled WriteBatch = %+v (began %v), want Shared Temporary without a transaction", rs[0], began)
 	}

@@ -6,65 +6,70 @@ import (
 	"fmt"
 )
 
-// A Statement is one execution: SQL text and its bound arguments.
-type Statement struct {
-	SQL  string
-	Args []any
+// ConnTx is one database/sql transaction on a connection of its own, the
+// way the database/sql sinks (mysql, oracle) run a WriteBatch. Commit and
+// Rollback return the connection to the pool; database/sql discards one
+// broken by a cancelled statement instead.
+type ConnTx struct {
+	Conn *sql.Conn
+	Tx   *sql.Tx
 }
 
-// A Builder turns one table group into the statements that write it, for
-// example one multi-row INSERT per Chunk. It holds the dialect's SQL text
-// rules; values go into Args, never into SQL.
-type Builder func(g Group) ([]Statement, error)
-
-// SQLTx adapts a database/sql transaction to Tx for dialects whose driver
-// speaks database/sql (mysql, oracle): the dialect writes a Builder and a
-// classifier, and Begin becomes
-//
-//	func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
-//		tx, err := s.db.BeginTx(ctx, nil)
-//		if err != nil {
-//			return nil, err
-//		}
-//		return sqlmodel.SQLTx{Tx: tx, Build: s.build}, nil
-//	}
-//
-// database/sql rolls a transaction back by itself when the BeginTx context
-// is cancelled, and Commit then fails: Writer reports that as Temporary,
-// which is right, as nothing was committed.
-type SQLTx struct {
-	Tx    *sql.Tx
-	Build Builder
-}
-
-// Exec runs the group's statements in order and sums their affected-row
-// counts; the sum is -1 when the driver reports none for any statement.
-func (t SQLTx) Exec(ctx context.Context, g Group) (int64, error) {
-	stmts, err := t.Build(g)
+// BeginConn takes a connection from db, honouring ctx while it waits for
+// one, and starts a transaction whose own context is never cancelled: the
+// Writer checks ctx between statements and rolls back itself, and keeping
+// cancellation away from COMMIT avoids turning a likely success into an
+// unknown outcome. (database/sql would roll back a transaction whose
+// BeginTx context ends, even between the last statement and COMMIT.)
+// Errors are the driver's, for the dialect to sanitize and classify.
+func BeginConn(ctx context.Context, db *sql.DB) (*ConnTx, error) {
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
-	for i, st := range stmts {
-		res, err := t.Tx.ExecContext(ctx, st.SQL, st.Args...)
-		if err != nil {
-			return 0, fmt.Errorf("statement %d of %d: %w", i+1, len(stmts), err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil || n < 0 || total < 0 {
-			total = -1
-			continue
-		}
-		total += n
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		conn.Close()
+		return nil, err
 	}
-	return total, nil
+	return &ConnTx{Conn: conn, Tx: tx}, nil
 }
 
-// Commit commits the transaction.
-func (t SQLTx) Commit(context.Context) error { return t.Tx.Commit() }
+// ExecContext runs one statement in the transaction.
+func (t *ConnTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.Tx.ExecContext(ctx, query, args...)
+}
 
-// Rollback rolls the transaction back.
-func (t SQLTx) Rollback() error { return t.Tx.Rollback() }
+// Commit commits and returns the connection to the pool. An error means
+// the outcome is unknown.
+func (t *ConnTx) Commit() error {
+	err := t.Tx.Commit()
+	t.Conn.Close()
+	return err
+}
+
+// Rollback rolls back and returns the connection to the pool.
+func (t *ConnTx) Rollback() error {
+	err := t.Tx.Rollback()
+	t.Conn.Close()
+	return err
+}
+
+// SeqRange describes the stream sequences of rows (one statement's chunk)
+// for error messages: "stream seq 7…9", with "?" for a row without one.
+func SeqRange(rows []*Row) string {
+	if len(rows) == 0 {
+		return "stream seq none"
+	}
+	return fmt.Sprintf("stream seq %v…%v", seqOf(rows[0]), seqOf(rows[len(rows)-1]))
+}
+
+func seqOf(r *Row) any {
+	if v := r.Values[StreamSequence]; v != nil {
+		return v
+	}
+	return "?"
+}
 
 // Chunk splits rows into consecutive slices of at most maxRows rows whose
 // bound parameters (NumFields per row, plus extra per row) stay within

@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	_ "modernc.org/sqlite" // a real database/sql driver for the adapter
-
-	"github.com/nats-sinks/nats-sink/sink"
+	_ "modernc.org/sqlite" // a real database/sql driver for ConnTx
 )
 
 func TestChunk(t *testing.T) {
@@ -45,70 +42,82 @@ func TestChunk(t *testing.T) {
 	}
 }
 
-// TestSQLTxWithWriter drives Writer through SQLTx on a real database/sql
-// driver, with a multi-row builder as a dialect would write it.
-func TestSQLTxWithWriter(t *testing.T) {
-	m := compile(t, SQLite, `{"mode":"insert_ignore"}`)
+// TestConnTx: a transaction from BeginConn commits even when the context
+// it began with ends before COMMIT, and Commit and Rollback return the
+// connection to the pool.
+func TestConnTx(t *testing.T) {
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "t.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(m.DDL(m.Tables[0])); err != nil {
+	db.SetMaxOpenConns(1) // a connection not returned would block the next query
+	if _, err := db.Exec("create table t (n integer)"); err != nil {
 		t.Fatal(err)
 	}
-	d := m.Dialect
-	build := func(g Group) ([]Statement, error) {
-		var out []Statement
-		for _, c := range Chunk(g.Rows, 2, 32766, 0) {
-			tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", int(NumFields)), ", ") + ")"
-			st := Statement{SQL: "insert into " + d.Quote(g.Table.Name) + " (" + d.QuoteAll(m.AllColumns()) + ") values " +
-				strings.TrimSuffix(strings.Repeat(tuple+", ", len(c)), ", ") + " on conflict do nothing"}
-			for _, r := range c {
-				st.Args = append(st.Args, r.Args()...)
-			}
-			out = append(out, st)
+	count := func() int {
+		t.Helper()
+		var n int
+		if err := db.QueryRow("select count(*) from t").Scan(&n); err != nil {
+			t.Fatal(err)
 		}
-		return out, nil
-	}
-	var stats []Stats
-	w := Writer{
-		Model: m,
-		Begin: func(ctx context.Context) (Tx, error) {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return nil, err
-			}
-			return SQLTx{Tx: tx, Build: build}, nil
-		},
-		Classify: func(err error) error { return err },
-		Observe:  func(s Stats) { stats = append(stats, s) },
-	}
-	batch := []*sink.Envelope{goldenEnvelope(), goldenEnvelope(), goldenEnvelope()}
-	batch[1].StreamSequence, batch[2].StreamSequence = 43, 44
-	for _, r := range w.WriteBatch(t.Context(), batch) {
-		if r.Outcome != sink.Committed {
-			t.Fatalf("first write: %+v", r)
-		}
-	}
-	batch = append(batch, goldenEnvelope())
-	batch[3].StreamSequence = 45
-	w.WriteBatch(t.Context(), batch)
-	var n int
-	db.QueryRow("select count(*) from nats_sink_events").Scan(&n)
-	if n != 4 || len(stats) != 2 || stats[1].Duplicates != 3 || stats[1].Rows != 4 {
-		t.Errorf("rows %d, stats %+v; want 4 rows and 3 duplicates in the second write", n, stats)
+		return n
 	}
 
-	// A builder error rolls back and is classified as a shared failure.
-	errBuild := errors.New("cannot build")
-	w.Begin = func(ctx context.Context) (Tx, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		return SQLTx{Tx: tx, Build: func(Group) ([]Statement, error) { return nil, errBuild }}, err
+	ctx, cancel := context.WithCancel(t.Context())
+	tx, err := BeginConn(ctx, db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	w.Classify = sink.AsPermanent
-	rs := w.WriteBatch(t.Context(), batch[:1])
-	if rs[0].Outcome != sink.Permanent || !rs[0].Shared || !errors.Is(rs[0].Err, errBuild) {
-		t.Errorf("builder failure = %+v", rs[0])
+	if _, err := tx.ExecContext(ctx, "insert into t values (1)"); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // shutdown begins between the last statement and COMMIT
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("Commit after the begin context ended: %v", err)
+	}
+	if n, inUse := count(), db.Stats().InUse; n != 1 || inUse != 0 {
+		t.Errorf("after Commit: %d rows, %d connections in use; want 1, 0", n, inUse)
+	}
+
+	tx, err = BeginConn(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), "insert into t values (2)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n, inUse := count(), db.Stats().InUse; n != 1 || inUse != 0 {
+		t.Errorf("after Rollback: %d rows, %d connections in use; want 1, 0", n, inUse)
+	}
+
+	if _, err := BeginConn(ctx, db); !errors.Is(err, context.Canceled) {
+		t.Errorf("BeginConn(ended ctx) error = %v, want context.Canceled", err)
+	}
+	if inUse := db.Stats().InUse; inUse != 0 {
+		t.Errorf("after a failed BeginConn: %d connections in use", inUse)
+	}
+}
+
+func TestSeqRange(t *testing.T) {
+	r := func(seq any) *Row {
+		var row Row
+		row.Values[StreamSequence] = seq
+		return &row
+	}
+	for _, tt := range []struct {
+		rows []*Row
+		want string
+	}{
+		{[]*Row{r(int64(7))}, "stream seq 7…7"},
+		{[]*Row{r(int64(7)), r(nil), r(int64(9))}, "stream seq 7…9"},
+		{[]*Row{r(nil), r(int64(9))}, "stream seq ?…9"},
+	} {
+		if got := SeqRange(tt.rows); got != tt.want {
+			t.Errorf("SeqRange(%d rows) = %q, want %q", len(tt.rows), got, tt.want)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 )
 
 // BenchmarkLatency5ms sends batches of 64 to a local endpoint that takes
@@ -19,7 +21,7 @@ func BenchmarkLatency5ms(b *testing.B) {
 			c := ep.config()
 			c.Concurrency = conc
 			s, _ := open(b, c)
-			batch := batchOf("B", 64)
+			batch := shapestest.Batch("B", 64)
 			b.ResetTimer()
 			start := time.Now()
 			for b.Loop() {

@@ -2,7 +2,6 @@ package httpsink
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/backoff/backofftest"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -62,72 +62,18 @@ func (ep *endpoint) config() Config {
 	return c
 }
 
-var (
-	goldenReceived = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
-	goldenStored   = time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
-)
-
-// goldenEnvelope is the input of data-shapes §7.2.
-func goldenEnvelope() *sink.Envelope {
-	return intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}, nil, goldenReceived)
-}
-
-// envelope returns a message of stream seq with a small JSON body.
-func envelope(stream string, seq uint64) *sink.Envelope {
-	reply := fmt.Sprintf("$JS.ACK.%s.c.1.%d.%d.1780048800123456000.0", stream, seq, seq)
-	return intake.Build(intake.Message{Subject: "t.x", Reply: reply, Data: fmt.Appendf(nil, `{"n":%d}`, seq)}, nil, goldenReceived)
-}
-
-func batchOf(stream string, n int) []*sink.Envelope {
-	b := make([]*sink.Envelope, n)
-	for i := range b {
-		b[i] = envelope(stream, uint64(i+1))
-	}
-	return b
-}
-
-// sleeps records the retry delays a sink asked for, without waiting.
-type sleeps struct {
-	mu sync.Mutex
-	ds []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.ds = append(s.ds, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) get() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.ds...)
-}
-
 // open starts a sink on c with a fixed clock and recorded, instant retry
 // delays, and stops it when the test ends.
-func open(t testing.TB, c Config) (*Sink, *sleeps) {
+func open(t testing.TB, c Config) (*Sink, *backofftest.Recorder) {
 	t.Helper()
 	s, err := New(context.Background(), c)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	sl := &sleeps{}
-	s.sleep = sl.sleep
+	sl := &backofftest.Recorder{}
+	s.sleep = sl.Sleep
 	s.jitter = func() float64 { return 0.5 }
-	s.now = func() time.Time { return goldenStored }
+	s.now = func() time.Time { return shapestest.Stored }
 	t.Cleanup(func() {
 		if err := s.Stop(context.Background()); err != nil {
 			t.Errorf("Stop: %v", err)

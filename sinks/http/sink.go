@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
+	"github.com/nats-sinks/nats-sink/internal/fanout"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
@@ -178,55 +178,7 @@ func (s *Sink) Stop(context.Context) error {
 // result; after a Destination result, messages not yet started are
 // NotAttempted, since the fixed URL fails the same way for all of them.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
-	results := make([]sink.Result, len(batch))
-	if s.cfg.Concurrency <= 1 || len(batch) == 1 {
-		for i, e := range batch {
-			results[i] = s.write(ctx, e)
-			if o := results[i].Outcome; o == sink.Temporary || o == sink.Destination {
-				notAttempted(results[i+1:], i)
-				break
-			}
-		}
-		return results
-	}
-
-	sem := make(chan struct{}, s.cfg.Concurrency)
-	var (
-		wg     sync.WaitGroup
-		broken atomic.Int64 // index+1 of a Destination result, 0 while none
-	)
-	for i, e := range batch {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if err := ctx.Err(); err != nil {
-			// A slot taken just now is not given back: the semaphore
-			// belongs to this call, and nothing acquires it any more.
-			results[i] = sink.Failed(fmt.Errorf("http sink (stream seq %d): %w", e.StreamSequence, err))
-			continue
-		}
-		if b := broken.Load(); b > 0 {
-			results[i] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch hit a destination failure", b-1)}
-			<-sem
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			results[i] = s.write(ctx, e)
-			if results[i].Outcome == sink.Destination {
-				broken.CompareAndSwap(0, int64(i)+1)
-			}
-		})
-	}
-	wg.Wait()
-	return results
-}
-
-func notAttempted(rs []sink.Result, failed int) {
-	for j := range rs {
-		rs[j] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch failed first", failed)}
-	}
+	return fanout.Write(ctx, "http sink", batch, s.cfg.Concurrency, s.write)
 }
 
 // write builds and sends one message, retrying temporary failures per

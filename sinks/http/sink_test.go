@@ -17,6 +17,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -28,7 +29,7 @@ import (
 func TestGoldenBody(t *testing.T) {
 	ep := newEndpoint(t, nil)
 	s, _ := open(t, ep.config())
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()})
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()})
 	if diff := cmp.Diff([]res{{Outcome: sink.Committed}}, summarize(rs)); diff != "" {
 		t.Fatalf("results (-want +got):\n%s", diff)
 	}
@@ -47,12 +48,12 @@ func TestGoldenBody(t *testing.T) {
 
 	// The same document built from the record package's parts, so a
 	// change of the metadata document shows up here as well.
-	e := goldenEnvelope()
+	e := shapestest.Golden()
 	p, err := record.NormalisePayload(e, record.JSONOrEnvelope)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := record.FileRecord(e, p, true, goldenStored)
+	doc := record.FileRecord(e, p, true, shapestest.Stored)
 	for i, m := range doc {
 		switch m.Key {
 		case "schema":
@@ -131,7 +132,7 @@ func TestBodyOptions(t *testing.T) {
 			c := ep.config()
 			tt.modify(&c)
 			s, _ := open(t, c)
-			if rs := s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()}); rs[0].Outcome != sink.Committed {
+			if rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()}); rs[0].Outcome != sink.Committed {
 				t.Fatalf("result %v (%v), want committed", rs[0].Outcome, rs[0].Err)
 			}
 			tt.check(t, ep.requests()[0].Body)
@@ -160,7 +161,7 @@ func TestHeadersAndMethod(t *testing.T) {
 	c.Idempotency.Header = "X-Dedup"
 	s, _ := open(t, c)
 	e := intake.Build(intake.Message{Subject: "a.b", Reply: "$JS.ACK.S.c.1.9.9.1780048800123456000.0", Data: []byte(`1`),
-		Header: map[string][]string{"Tracestate": {"k=v"}, "BAGGAGE": {"u=1"}, "traceparent": {"00-x"}}}, nil, goldenReceived)
+		Header: map[string][]string{"Tracestate": {"k=v"}, "BAGGAGE": {"u=1"}, "traceparent": {"00-x"}}}, nil, shapestest.Received)
 	if rs := s.WriteBatch(t.Context(), []*sink.Envelope{e}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("result %v (%v)", rs[0].Outcome, rs[0].Err)
 	}
@@ -180,12 +181,12 @@ func TestHeadersAndMethod(t *testing.T) {
 }
 
 func TestIdempotencyStrategies(t *testing.T) {
-	withSeq := func() *sink.Envelope { return envelope("ORDERS", 42) }
+	withSeq := func() *sink.Envelope { return shapestest.Envelope("ORDERS", 42) }
 	msgID := func() *sink.Envelope {
-		return intake.Build(intake.Message{Subject: "a.b", Data: []byte(`{"k":1}`), Header: map[string][]string{"Nats-Msg-Id": {"m-1"}}}, nil, goldenReceived)
+		return intake.Build(intake.Message{Subject: "a.b", Data: []byte(`{"k":1}`), Header: map[string][]string{"Nats-Msg-Id": {"m-1"}}}, nil, shapestest.Received)
 	}
 	bare := func() *sink.Envelope {
-		return intake.Build(intake.Message{Subject: "a.b", Data: []byte(`{"k":1}`)}, nil, goldenReceived)
+		return intake.Build(intake.Message{Subject: "a.b", Data: []byte(`{"k":1}`)}, nil, shapestest.Received)
 	}
 	omitted := func() *sink.Envelope {
 		e := bare()
@@ -285,14 +286,14 @@ func TestStatusClasses(t *testing.T) {
 		t.Run(fmt.Sprint(tt.code), func(t *testing.T) {
 			ep := newEndpoint(t, status(tt.code))
 			s, sl := open(t, ep.config())
-			got := summarize(s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 1)}))
+			got := summarize(s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 1)}))
 			if diff := cmp.Diff([]res{tt.want}, got); diff != "" {
 				t.Errorf("status %d (-want +got):\n%s", tt.code, diff)
 			}
 			if n := len(ep.requests()); n != 1 {
 				t.Errorf("%d requests with max_retries 0, want 1", n)
 			}
-			if d := sl.get(); len(d) != 0 {
+			if d := sl.Delays(); len(d) != 0 {
 				t.Errorf("slept %v with max_retries 0", d)
 			}
 		})
@@ -306,7 +307,7 @@ func TestConfiguredStatuses(t *testing.T) {
 	c.RetryStatuses = []int{418}
 	c.Concurrency = 1
 	s, _ := open(t, c)
-	b := batchOf("S", 3)
+	b := shapestest.Batch("S", 3)
 	got := summarize(s.WriteBatch(t.Context(), b[:1]))
 	got = append(got, summarize(s.WriteBatch(t.Context(), b[1:2]))...)
 	got = append(got, summarize(s.WriteBatch(t.Context(), b[2:]))...)
@@ -330,7 +331,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 	})
 	s, _ := open(t, ep.config())
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 1)})
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 1)})
 	if rs[0].Outcome != sink.Permanent || !strings.Contains(rs[0].Err.Error(), "status 307") {
 		t.Errorf("redirect result = %v (%v), want permanent status 307", rs[0].Outcome, rs[0].Err)
 	}
@@ -346,9 +347,9 @@ func TestMaxRequestBytes(t *testing.T) {
 	c.MaxRequestBytes = 128
 	s, _ := open(t, c)
 	fits := intake.Build(intake.Message{Subject: "a", Reply: "$JS.ACK.S.c.1.1.1.1780048800123456000.0",
-		Data: []byte(`"` + strings.Repeat("x", 126) + `"`)}, nil, goldenReceived)
+		Data: []byte(`"` + strings.Repeat("x", 126) + `"`)}, nil, shapestest.Received)
 	over := intake.Build(intake.Message{Subject: "a", Reply: "$JS.ACK.S.c.1.2.2.1780048800123456000.0",
-		Data: []byte(`"` + strings.Repeat("x", 127) + `"`)}, nil, goldenReceived)
+		Data: []byte(`"` + strings.Repeat("x", 127) + `"`)}, nil, shapestest.Received)
 	got := summarize(s.WriteBatch(t.Context(), []*sink.Envelope{fits, over}))
 	want := []res{
 		{Outcome: sink.Committed},
@@ -367,7 +368,7 @@ func TestJSONOnlyRejects(t *testing.T) {
 	c := ep.config()
 	c.PayloadMode = record.JSONOnly
 	s, _ := open(t, c)
-	e := intake.Build(intake.Message{Subject: "a.b", Reply: "$JS.ACK.S.c.1.1.1.1780048800123456000.0", Data: []byte("not json")}, nil, goldenReceived)
+	e := intake.Build(intake.Message{Subject: "a.b", Reply: "$JS.ACK.S.c.1.1.1.1780048800123456000.0", Data: []byte("not json")}, nil, shapestest.Received)
 	got := summarize(s.WriteBatch(t.Context(), []*sink.Envelope{e}))
 	want := []res{{Outcome: sink.Permanent, ErrorType: sink.SerializationError, Err: "http sink (stream seq 1): message payload for subject 'a.b' is not valid JSON"}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -393,7 +394,7 @@ func TestResponseLimit(t *testing.T) {
 			c := ep.config()
 			c.MaxResponseBytes = tt.limit
 			s, _ := open(t, c)
-			rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 1)})
+			rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 1)})
 			if rs[0].Outcome != tt.want {
 				t.Errorf("outcome %v (%v), want %v", rs[0].Outcome, rs[0].Err, tt.want)
 			}
@@ -439,7 +440,7 @@ func TestRetries(t *testing.T) {
 			c := ep.config()
 			c.Retry = tt.retry
 			s, sl := open(t, c)
-			rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 1)})
+			rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 1)})
 			if rs[0].Outcome != tt.want {
 				t.Errorf("outcome %v (%v), want %v", rs[0].Outcome, rs[0].Err, tt.want)
 			}
@@ -452,7 +453,7 @@ func TestRetries(t *testing.T) {
 					t.Errorf("attempt %d idempotency key %q, want the same key on every attempt", i+1, k)
 				}
 			}
-			if diff := cmp.Diff(tt.wantSleep, sl.get()); diff != "" {
+			if diff := cmp.Diff(tt.wantSleep, sl.Delays()); diff != "" {
 				t.Errorf("backoff delays (-want +got):\n%s", diff)
 			}
 		})
@@ -465,11 +466,11 @@ func TestRetryConnectionError(t *testing.T) {
 	ep.srv.Close() // nothing listens any more: connection refused
 	c.Retry.MaxRetries = 2
 	s, sl := open(t, c)
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 1)})
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 1)})
 	if rs[0].Outcome != sink.Temporary {
 		t.Errorf("outcome %v (%v), want temporary", rs[0].Outcome, rs[0].Err)
 	}
-	if n := len(sl.get()); n != 2 {
+	if n := len(sl.Delays()); n != 2 {
 		t.Errorf("%d retries of a refused connection, want 2", n)
 	}
 }
@@ -488,7 +489,7 @@ func TestRetryWaitHonoursCancel(t *testing.T) {
 		w.WriteHeader(503)
 		cancel() // the sink now waits 60 s for its retry, unless it honours ctx
 	}
-	rs := s.WriteBatch(ctx, []*sink.Envelope{envelope("S", 1), envelope("S", 2)})
+	rs := s.WriteBatch(ctx, []*sink.Envelope{shapestest.Envelope("S", 1), shapestest.Envelope("S", 2)})
 	want := []sink.Outcome{sink.Temporary, sink.NotAttempted}
 	if got := []sink.Outcome{rs[0].Outcome, rs[1].Outcome}; !cmp.Equal(want, got) {
 		t.Errorf("outcomes %v, want %v", got, want)
@@ -585,7 +586,7 @@ func TestRequestTimeout(t *testing.T) {
 	c := ep.config()
 	c.RequestTimeoutSeconds = 0.05
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 1), envelope("S", 2)})
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 1), shapestest.Envelope("S", 2)})
 	if rs[0].Outcome != sink.Temporary || !strings.Contains(rs[0].Err.Error(), "deadline exceeded") {
 		t.Errorf("stalled request = %v (%v), want temporary with a deadline error", rs[0].Outcome, rs[0].Err)
 	}
@@ -611,7 +612,7 @@ func TestCancellation(t *testing.T) {
 				<-st.arrived // a request is in flight: now shut down
 				cancel()
 			}()
-			rs := s.WriteBatch(ctx, batchOf("S", 8))
+			rs := s.WriteBatch(ctx, shapestest.Batch("S", 8))
 			for i, r := range rs {
 				if r.Outcome != sink.Temporary && r.Outcome != sink.NotAttempted {
 					t.Errorf("message %d = %v (%v), want temporary or not attempted", i, r.Outcome, r.Err)
@@ -649,7 +650,7 @@ func TestSequentialStopsAtFirstTemporary(t *testing.T) {
 				}
 			})
 			s, _ := open(t, ep.config())
-			rs := s.WriteBatch(t.Context(), batchOf("S", 5))
+			rs := s.WriteBatch(t.Context(), shapestest.Batch("S", 5))
 			got := make([]sink.Outcome, len(rs))
 			for i, r := range rs {
 				got[i] = r.Outcome
@@ -713,7 +714,7 @@ func TestConcurrentPerMessageResults(t *testing.T) {
 	c := ep.config()
 	c.Concurrency = conc
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), batchOf("S", 9))
+	rs := s.WriteBatch(t.Context(), shapestest.Batch("S", 9))
 	want := []sink.Outcome{sink.Committed, sink.Permanent, sink.Temporary, sink.Permanent, sink.Committed,
 		sink.Permanent, sink.Committed, sink.Permanent, sink.Committed}
 	got := make([]sink.Outcome, len(rs))
@@ -738,7 +739,7 @@ func TestConcurrentDestinationStopsNewRequests(t *testing.T) {
 	c := ep.config()
 	c.Concurrency = 2
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), batchOf("S", 50))
+	rs := s.WriteBatch(t.Context(), shapestest.Batch("S", 50))
 	dest := 0
 	for i, r := range rs {
 		switch r.Outcome {
@@ -763,7 +764,7 @@ func TestMetrics(t *testing.T) {
 	c := ep.config()
 	c.Metrics = m
 	s, _ := open(t, c)
-	s.WriteBatch(t.Context(), batchOf("S", 3))
+	s.WriteBatch(t.Context(), shapestest.Batch("S", 3))
 	if got := s.reqSeconds.Summary().Count; got != 3 {
 		t.Errorf("http_request_seconds count = %v, want 3", got)
 	}

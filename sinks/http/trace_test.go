@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/tracingtest"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/tracing"
@@ -52,7 +53,7 @@ func TestTraceContextInjected(t *testing.T) {
 			"tracestate":  {"vendor=a"},
 			"baggage":     {"tenant=acme"},
 		},
-	}, nil, goldenReceived)
+	}, nil, shapestest.Received)
 	tr, rec := tracingtest.New(t, tracing.Options{Sink: "http", Subject: "orders.>"})
 
 	res := writeTraced(t, s, tr, []*sink.Envelope{env})
@@ -116,8 +117,8 @@ func TestTraceHeadersWithoutTracing(t *testing.T) {
 	s, _ := open(t, ep.config())
 	tp := "00-" + producerTrace + "-" + producerSpan + "-01"
 	with := intake.Build(intake.Message{Subject: "t.x", Reply: "$JS.ACK.S.c.1.1.1.1780048800123456000.0", Data: []byte(`{}`),
-		Header: map[string][]string{"TRACEPARENT": {tp}}}, nil, goldenReceived)
-	res := s.WriteBatch(context.Background(), []*sink.Envelope{with, envelope("S", 2)})
+		Header: map[string][]string{"TRACEPARENT": {tp}}}, nil, shapestest.Received)
+	res := s.WriteBatch(context.Background(), []*sink.Envelope{with, shapestest.Envelope("S", 2)})
 	if res[0].Outcome != sink.Committed || res[1].Outcome != sink.Committed {
 		t.Fatalf("results = %+v", res)
 	}

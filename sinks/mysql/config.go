@@ -11,8 +11,6 @@ package mysql
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
 
 	"github.com/nats-sinks/nats-sink/config"
@@ -169,32 +167,12 @@ func check(c Config) (*sqlmodel.Model, error) {
 // and files are read here, when the sink starts, never during validation.
 // Errors are *sink.ConfigError (exit 2 in the CLI) and never carry the value.
 func (c *Config) password() (string, error) {
-	var v, path string
+	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, c.lookupEnv)
 	switch {
-	case c.Password != nil:
-		v, path = c.Password.Reveal(), "password"
-	case c.PasswordEnv != nil:
-		lookup := c.lookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		s, ok := lookup(*c.PasswordEnv)
-		if !ok {
-			return "", problem("password_env", fmt.Sprintf("environment variable %s is not set", *c.PasswordEnv))
-		}
-		v, path = s, "password_env"
-	case c.PasswordFile != nil:
-		data, err := os.ReadFile(*c.PasswordFile)
-		if err != nil {
-			// The os error names the path and operation, never content.
-			return "", problem("password_file", fmt.Sprintf("cannot read secret file: %v", err))
-		}
-		s := strings.TrimSuffix(string(data), "\n")
-		v, path = strings.TrimSuffix(s, "\r"), "password_file"
-	default:
+	case err != nil:
+		return "", err
+	case path == "":
 		return "", problem("user", "requires one of password, password_env, password_file")
-	}
-	switch {
 	case strings.TrimSpace(v) == "":
 		return "", problem(path, "resolved password must not be empty")
 	case fields.HasControl(v):

@@ -19,7 +19,6 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 var (
@@ -48,34 +47,9 @@ type Sink struct {
 	stmts map[*sqlmodel.Table]statement
 
 	w sqlmodel.Writer
-	m metrics
+	m sqlmodel.DBMetrics // mysql_* of sinks.md §4
 
 	stopOnce sync.Once
-}
-
-// metrics are the mysql_* metrics of sinks.md §4; nil ones are no-ops.
-type metrics struct {
-	execute, commit                      *telemetry.Histogram
-	conflicts, duplicates                *telemetry.Counter
-	ignored, noop, upsertRows, upsertUnk *telemetry.Counter
-}
-
-// newMetrics creates the metrics through sqlmodel.Counter and Histogram,
-// which never fail: a name tm already holds is handled like every SQL sink
-// handles it.
-func newMetrics(tm *telemetry.Metrics) metrics {
-	var m metrics
-	hist := func(name, help string) *telemetry.Histogram { return sqlmodel.Histogram(tm, name, help) }
-	counter := func(name, help string) *telemetry.Counter { return sqlmodel.Counter(tm, name, help) }
-	m.execute = hist("mysql_execute_seconds", "Time spent executing one multi-row INSERT statement.")
-	m.commit = hist("mysql_commit_seconds", "Time spent in COMMIT.")
-	m.conflicts = counter("mysql_conflicts_total", "Statements that failed with a duplicate-key error (1062).")
-	m.duplicates = counter("mysql_duplicates_total", "Rows found already present (attempted minus affected rows, plus in-batch repeats).")
-	m.ignored = counter("mysql_duplicate_ignored_total", "Duplicate rows skipped by insert_ignore.")
-	m.noop = counter("mysql_duplicate_noop_total", "Duplicate rows left unchanged by upsert with no update columns.")
-	m.upsertRows = counter("mysql_upsert_rows_total", "Rows written by upsert statements.")
-	m.upsertUnk = counter("mysql_upsert_outcome_unknown_total", "Upsert rows (with update columns) whose insert-or-update outcome the affected-row count could not tell.")
-	return m
 }
 
 // New resolves the password, prepares the connection pool and, with
@@ -112,18 +86,15 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.stmts[t] = newStatement(model, t)
 	}
-	s.m = newMetrics(c.Metrics)
+	s.m = sqlmodel.NewDBMetrics(c.Metrics, sqlmodel.MySQL, "one multi-row INSERT statement", "1062")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
 		Classify: s.classify,
 		// Reduction happens in tx.Exec, which counts the dropped rows per
 		// table for the insert_ignore/upsert metrics.
-		Reduce: false,
-		Observe: func(st sqlmodel.Stats) {
-			s.m.commit.Observe(st.Commit.Seconds())
-			s.m.duplicates.Add(st.Duplicates)
-		},
+		Reduce:  false,
+		Observe: s.m.Observe,
 	}
 	if c.AutoCreate {
 		for _, t := range model.Tables {
@@ -255,33 +226,25 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	return s.w.WriteBatch(ctx, batch)
 }
 
-// begin takes a pooled connection (honouring ctx while waiting for one) and
-// starts a transaction whose own context is never cancelled: the Writer
-// checks ctx between statements and rolls back itself, and a cancelled
-// statement is interrupted by the driver, which closes the connection (the
-// server then rolls the transaction back). Keeping cancellation away from
-// COMMIT avoids turning a likely success into an unknown outcome.
+// begin starts a transaction on a connection of its own (see
+// sqlmodel.BeginConn: COMMIT is kept out of reach of ctx). A statement
+// cancelled by ctx is interrupted by the driver, which closes the
+// connection; the server then rolls the transaction back.
 func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
-	conn, err := s.db.Conn(ctx)
+	c, err := sqlmodel.BeginConn(ctx, s.db)
 	if err != nil {
 		return nil, sanitize(err)
 	}
-	t, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		conn.Close()
-		return nil, sanitize(err)
-	}
-	return &tx{s: s, conn: conn, tx: t}, nil
+	return &tx{s: s, c: c}, nil
 }
 
 // tx is one transaction on one connection. Counters for the metrics are
 // collected per transaction and published only after COMMIT succeeds.
 type tx struct {
-	s    *Sink
-	conn *sql.Conn
-	tx   *sql.Tx
+	s *Sink
+	c *sqlmodel.ConnTx
 
-	ignored, noop, upsertRows, upsertUnknown int
+	n sqlmodel.ModeCounts
 }
 
 // Exec writes the rows of g. Rows whose key repeats inside the group are
@@ -299,14 +262,14 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	var fresh int64
 	for _, chunk := range chunks(kept) {
 		start := time.Now()
-		res, err := t.tx.ExecContext(ctx, st.text(len(chunk)), args(chunk)...)
-		t.s.m.execute.Observe(time.Since(start).Seconds())
+		res, err := t.c.Tx.ExecContext(ctx, st.text(len(chunk)), args(chunk)...)
+		t.s.m.Execute.Observe(time.Since(start).Seconds())
 		if err != nil {
-			return 0, fmt.Errorf("%s (stream seq %v…%v): %w", st.verb, seqOf(chunk[0]), seqOf(chunk[len(chunk)-1]), sanitize(err))
+			return 0, fmt.Errorf("%s (%s): %w", st.verb, sqlmodel.SeqRange(chunk), sanitize(err))
 		}
 		if mode == sqlmodel.InsertIgnore {
 			if err := t.checkWarnings(ctx); err != nil {
-				return 0, fmt.Errorf("%s (stream seq %v…%v): %w", st.verb, seqOf(chunk[0]), seqOf(chunk[len(chunk)-1]), err)
+				return 0, fmt.Errorf("%s (%s): %w", st.verb, sqlmodel.SeqRange(chunk), err)
 			}
 		}
 		affected, err := res.RowsAffected()
@@ -316,18 +279,18 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		n, unknown := st.effective(chunk, affected)
 		fresh += n
 		if unknown {
-			t.upsertUnknown += len(chunk)
+			t.n.Unknown += len(chunk)
 		}
 	}
 	dups := len(g.Rows) - int(fresh)
 	switch {
 	case mode == sqlmodel.InsertIgnore:
-		t.ignored += dups
+		t.n.Ignored += dups
 	case mode == sqlmodel.Upsert && len(g.Table.Update) == 0:
-		t.noop += dups
+		t.n.Noop += dups
 	}
 	if mode == sqlmodel.Upsert {
-		t.upsertRows += len(kept)
+		t.n.Rows += len(kept)
 	}
 	return fresh, nil
 }
@@ -340,7 +303,7 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 // warning other than a duplicate key fails the statement with the
 // warning's code, classified like the error the plain INSERT would raise.
 func (t *tx) checkWarnings(ctx context.Context) error {
-	rows, err := t.tx.QueryContext(ctx, "show warnings")
+	rows, err := t.c.Tx.QueryContext(ctx, "show warnings")
 	if err != nil {
 		return sanitize(err)
 	}
@@ -373,28 +336,19 @@ func (t *tx) checkWarnings(ctx context.Context) error {
 	return nil
 }
 
+// Commit commits and returns the connection to the pool; the commit time
+// is observed from the Writer's Stats.
 func (t *tx) Commit(context.Context) error {
-	// The commit time is observed from the Writer's Stats.
-	err := t.tx.Commit()
-	t.conn.Close()
-	if err != nil {
+	if err := t.c.Commit(); err != nil {
 		return sanitize(err)
 	}
-	m := &t.s.m
-	m.ignored.Add(t.ignored)
-	m.noop.Add(t.noop)
-	m.upsertRows.Add(t.upsertRows)
-	m.upsertUnk.Add(t.upsertUnknown)
+	t.s.m.Publish(t.n)
 	return nil
 }
 
-func (t *tx) Rollback() error {
-	err := t.tx.Rollback()
-	// Close returns the connection to the pool; a connection broken by a
-	// cancelled statement is discarded by database/sql instead.
-	t.conn.Close()
-	return err
-}
+// Rollback rolls back and returns the connection to the pool (database/sql
+// discards one broken by a cancelled statement).
+func (t *tx) Rollback() error { return t.c.Rollback() }
 
 // chunks splits rows into statements within maxStatementBytes and
 // maxStatementRows. A row larger than the budget goes alone.
@@ -436,13 +390,6 @@ func args(rows []*sqlmodel.Row) []any {
 		out = append(out, r.Values[:]...)
 	}
 	return out
-}
-
-func seqOf(r *sqlmodel.Row) any {
-	if v := r.Values[sqlmodel.StreamSequence]; v != nil {
-		return v
-	}
-	return "?"
 }
 
 // Healthcheck runs "select 1" (sinks.md §4) and, so that test-sink reports

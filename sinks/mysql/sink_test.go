@@ -11,10 +11,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/config"
-	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
@@ -51,20 +51,9 @@ func TestGoldenRow(t *testing.T) {
 	srv := testServer(t)
 	table := srv.table(t)
 	s := open(t, srv.config(table))
-	stored := time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
+	stored := shapestest.Stored
 	s.w.Now = fixedNow(stored)
-	e := intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}, nil, received)
+	e := shapestest.Golden()
 	if rs := s.WriteBatch(t.Context(), []*sink.Envelope{e}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("WriteBatch = %+v", rs[0])
 	}
@@ -138,7 +127,7 @@ func TestMetricsShared(t *testing.T) {
 	if rs := first.WriteBatch(t.Context(), []*sink.Envelope{env("orders.a", "ORDERS", 2, "", `{}`)}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("first sink WriteBatch = %+v", rs[0])
 	}
-	if got := first.m.commit.Summary().Count; got < 1 {
+	if got := first.m.Commit.Summary().Count; got < 1 {
 		t.Errorf("mysql_commit_seconds count = %v, want the first sink's commit counted", got)
 	}
 }
@@ -229,12 +218,12 @@ func TestModes(t *testing.T) {
 				}
 			}
 			m := &s.m
-			got := fmt.Sprintf("%d %d %d %d %d", m.duplicates.Value(), m.ignored.Value(), m.noop.Value(), m.upsertRows.Value(), m.upsertUnk.Value())
+			got := fmt.Sprintf("%d %d %d %d %d", m.Duplicates.Value(), m.Ignored.Value(), m.Noop.Value(), m.Rows.Value(), m.Unknown.Value())
 			if got != tt.counters {
 				t.Errorf("duplicates, ignored, noop, upsert rows, unknown = %s, want %s", got, tt.counters)
 			}
-			if tt.second == sink.Permanent && m.conflicts.Value() != 1 {
-				t.Errorf("conflicts = %d, want 1", m.conflicts.Value())
+			if tt.second == sink.Permanent && m.Conflicts.Value() != 1 {
+				t.Errorf("conflicts = %d, want 1", m.Conflicts.Value())
 			}
 		})
 	}

@@ -5,33 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
-	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
-
-// goldenMessage is the input of data-shapes §7.2.
-func goldenMessage() intake.Message {
-	return intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}
-}
-
-var goldenReceived = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
 
 // TestGoldenEnvelope checks the envelope body of the §7.2 message against
 // testdata/envelope_golden.json. That file was derived from the normative
@@ -39,7 +20,7 @@ var goldenReceived = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
 // changing only what data-shapes §10 and §13 change: schema, the
 // idempotency_key member, ","-joined labels, and the ascii flavour.
 func TestGoldenEnvelope(t *testing.T) {
-	e := intake.Build(goldenMessage(), nil, goldenReceived)
+	e := shapestest.Golden()
 	c := Default()
 	c.SubjectPrefix = ptr("copy")
 	c.BodyFormat = "envelope"
@@ -61,7 +42,7 @@ func TestGoldenEnvelope(t *testing.T) {
 
 func TestMessageRawAndHeaders(t *testing.T) {
 	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	golden := intake.Build(goldenMessage(), nil, goldenReceived)
+	golden := shapestest.Golden()
 	mixed := env("orders.created", "ORDERS", 9, map[string][]string{
 		"X-Tenant":     {"t1"},
 		"nats-rollup":  {"all"},

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nats-sinks/nats-sink/config"
-	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -27,7 +27,7 @@ func TestRepublishRawAndEnvelope(t *testing.T) {
 	_, nc, js := serverWithStream(t, "COPY", "copy.>")
 	// Its own stream: the same Nats-Msg-Id in COPY would be a duplicate.
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "ENV", Subjects: []string{"env.>"}})
-	golden := intake.Build(goldenMessage(), nil, goldenReceived)
+	golden := shapestest.Golden()
 
 	raw := open(t, prefixed(nc, "copy"))
 	if got := raw.Stream(); got != "COPY" {
@@ -51,7 +51,7 @@ func TestRepublishRawAndEnvelope(t *testing.T) {
 	if got, want := msgs[0].Subject, "copy.orders.created"; got != want {
 		t.Errorf("raw subject = %q, want %q", got, want)
 	}
-	if got, want := string(msgs[0].Data), string(goldenMessage().Data); got != want {
+	if got, want := string(msgs[0].Data), string(shapestest.GoldenMessage().Data); got != want {
 		t.Errorf("raw body = %q, want %q", got, want)
 	}
 	wantHeaders := nats.Header{

@@ -14,8 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/nats-sinks/nats-sink/config"
@@ -142,8 +141,6 @@ func (c *Config) Validate(p *fields.Problems) {
 	c.Shared.Validate(sqlmodel.Oracle, c.options(), p)
 }
 
-var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-
 // problems returns the problems of the oracle-specific keys. New runs it
 // too, for Configs built by hand rather than decoded.
 func (c *Config) problems() []sink.Problem {
@@ -152,29 +149,18 @@ func (c *Config) problems() []sink.Problem {
 	if _, err := parseDSN(c.DSN); err != nil && strings.TrimSpace(c.DSN) != "" {
 		add("dsn", err.Error())
 	}
-	switch n := count(c.Password != nil, c.PasswordEnv != nil, c.PasswordFile != nil); {
-	case n == 0:
-		add("password", "one of password, password_env, password_file is required")
-	case n > 1:
-		add("password", "set only one of password, password_env, password_file")
-	}
-	if c.PasswordEnv != nil && !envName.MatchString(*c.PasswordEnv) {
-		add("password_env", "must match ^[A-Z_][A-Z0-9_]{0,127}$")
-	}
+	out = append(out, sqlmodel.SecretProblems("password", true, c.Password, c.PasswordEnv, c.PasswordFile)...)
 	if c.ConfigDir != nil {
 		add("config_dir", notSupported)
 	}
-	if n := count(c.WalletPassword != nil, c.WalletPasswordEnv != nil, c.WalletPasswordFile != nil); n > 0 {
-		if n > 1 {
-			add("wallet_password", "set only one of wallet_password, wallet_password_env, wallet_password_file")
-		}
-		if c.WalletLocation == nil {
-			add("wallet_password", "requires wallet_location")
-		}
+	wallet := sqlmodel.SecretProblems("wallet_password", false, c.WalletPassword, c.WalletPasswordEnv, c.WalletPasswordFile)
+	if (c.WalletPassword != nil || c.WalletPasswordEnv != nil || c.WalletPasswordFile != nil) && c.WalletLocation == nil {
+		// Sorted so that wallet_password's problems precede
+		// wallet_password_env's, as in schema order.
+		wallet = append(wallet, sink.Problem{Path: "wallet_password", Message: "requires wallet_location"})
+		slices.SortStableFunc(wallet, func(a, b sink.Problem) int { return strings.Compare(a.Path, b.Path) })
 	}
-	if c.WalletPasswordEnv != nil && !envName.MatchString(*c.WalletPasswordEnv) {
-		add("wallet_password_env", "must match ^[A-Z_][A-Z0-9_]{0,127}$")
-	}
+	out = append(out, wallet...)
 	if c.SSLServerDNMatch != nil && !*c.SSLServerDNMatch {
 		// go-ora verifies the host name whenever it verifies at all; there
 		// is no "chain only" mode, and dropping verification entirely is
@@ -265,16 +251,6 @@ func (c *Config) stagingProblems() []sink.Problem {
 	return out
 }
 
-func count(bs ...bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
-}
-
 // check validates a Config a library user may have built by hand (Decode
 // has already done this for configuration files) and compiles the model.
 func check(c Config) (*sqlmodel.Model, error) {
@@ -300,30 +276,9 @@ func check(c Config) (*sqlmodel.Model, error) {
 // *sink.ConfigError (exit 2 in the CLI) and never carry the value. ok is
 // false when no source is set.
 func (c *Config) secret(key string, value *config.Secret, env, file *string) (v string, ok bool, err error) {
-	path := key
-	switch {
-	case value != nil:
-		v = value.Reveal()
-	case env != nil:
-		lookup := c.Env
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		s, found := lookup(*env)
-		if !found {
-			return "", false, problem(key+"_env", fmt.Sprintf("environment variable %s is not set", *env))
-		}
-		v, path = s, key+"_env"
-	case file != nil:
-		data, err := os.ReadFile(*file)
-		if err != nil {
-			// The os error names the path and operation, never content.
-			return "", false, problem(key+"_file", fmt.Sprintf("cannot read secret file: %v", err))
-		}
-		s := strings.TrimSuffix(string(data), "\n")
-		v, path = strings.TrimSuffix(s, "\r"), key+"_file"
-	default:
-		return "", false, nil
+	v, path, err := sqlmodel.ResolveSecret(key, value, env, file, c.Env)
+	if err != nil || path == "" {
+		return "", false, err
 	}
 	if strings.TrimSpace(v) == "" {
 		return "", false, problem(path, "resolved value must not be empty")

@@ -79,7 +79,7 @@ func (s *Sink) classify(err error) error {
 		return err
 	}
 	if code == oraUniqueViolation {
-		s.m.conflicts.Inc()
+		s.m.Conflicts.Inc()
 	}
 	switch classifyCode(s.model.Mode, code) {
 	case classPermanent:

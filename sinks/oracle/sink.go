@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 var (
@@ -44,34 +43,9 @@ type Sink struct {
 	staging bool
 
 	w sqlmodel.Writer
-	m metrics
+	m sqlmodel.DBMetrics // oracle_* of sinks.md §3
 
 	stopOnce sync.Once
-}
-
-// metrics are the oracle_* metrics of sinks.md §3; nil ones are no-ops.
-type metrics struct {
-	execute, commit                *telemetry.Histogram
-	conflicts, duplicates          *telemetry.Counter
-	ignored, noop, mergeRows, mUnk *telemetry.Counter
-}
-
-// newMetrics creates the metrics through sqlmodel.Counter and Histogram,
-// which never fail: a name tm already holds is handled like every SQL sink
-// handles it.
-func newMetrics(tm *telemetry.Metrics) metrics {
-	var m metrics
-	hist := func(name, help string) *telemetry.Histogram { return sqlmodel.Histogram(tm, name, help) }
-	counter := func(name, help string) *telemetry.Counter { return sqlmodel.Counter(tm, name, help) }
-	m.execute = hist("oracle_execute_seconds", "Time spent executing one array-bound statement.")
-	m.commit = hist("oracle_commit_seconds", "Time spent in COMMIT.")
-	m.conflicts = counter("oracle_conflicts_total", "Statements that failed with a duplicate-key error (ORA-00001).")
-	m.duplicates = counter("oracle_duplicates_total", "Rows found already present (attempted minus affected rows, plus in-batch repeats).")
-	m.ignored = counter("oracle_duplicate_ignored_total", "Duplicate rows skipped by insert_ignore.")
-	m.noop = counter("oracle_duplicate_noop_total", "Duplicate rows left unchanged by merge with no update columns.")
-	m.mergeRows = counter("oracle_merge_rows_total", "Rows written by merge statements.")
-	m.mUnk = counter("oracle_merge_outcome_unknown_total", "Merge rows (with update columns) whose insert-or-update outcome the affected-row count cannot tell.")
-	return m
 }
 
 // New resolves the secrets, prepares the connection pool and, with
@@ -149,7 +123,7 @@ func newSink(model *sqlmodel.Model, c Config, db *sql.DB) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.plans[t] = newPlan(model, t, stage, batchCol, c.Staging.Cleanup == CleanupDeleteOnSuccess)
 	}
-	s.m = newMetrics(c.Metrics)
+	s.m = sqlmodel.NewDBMetrics(c.Metrics, sqlmodel.Oracle, "one array-bound statement", "ORA-00001")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -159,11 +133,8 @@ func newSink(model *sqlmodel.Model, c Config, db *sql.DB) (*Sink, error) {
 		// nor insert one key twice (ORA-00001, Temporary in insert_ignore,
 		// which would retry forever). insert and append keep every row so
 		// that the database reports the violation.
-		Reduce: true,
-		Observe: func(st sqlmodel.Stats) {
-			s.m.commit.Observe(st.Commit.Seconds())
-			s.m.duplicates.Add(st.Duplicates)
-		},
+		Reduce:  true,
+		Observe: s.m.Observe,
 	}
 	return s, nil
 }
@@ -205,41 +176,35 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	return s.w.WriteBatch(ctx, batch)
 }
 
-// execer is the part of *sql.Tx a transaction uses; tests provide a fake.
+// execer is the part of *sqlmodel.ConnTx a transaction uses; tests provide
+// a fake.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	Commit() error
 	Rollback() error
 }
 
-// begin takes a pooled connection (honouring ctx while waiting for one) and
-// starts a transaction whose own context is never cancelled: the Writer
-// checks ctx between statements and rolls back itself, and keeping
-// cancellation away from COMMIT avoids turning a likely success into an
-// unknown outcome.
+// begin starts a transaction on a connection of its own (see
+// sqlmodel.BeginConn: COMMIT is kept out of reach of ctx).
 func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
-	conn, err := s.db.Conn(ctx)
+	c, err := sqlmodel.BeginConn(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	t, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return &tx{s: s, x: t, closer: conn}, nil
+	return &tx{s: s, x: c}, nil
 }
 
 // tx is one transaction on one connection. Counters for the metrics are
 // collected per transaction and published only after COMMIT succeeds.
 type tx struct {
-	s      *Sink
-	x      execer
-	closer interface{ Close() error }
+	s *Sink
+	// x is a *sqlmodel.ConnTx, whose Commit and Rollback also return the
+	// connection to the pool.
+	x execer
 	// newBatchID returns a staging batch id; nil means batchID.
 	newBatchID func() string
 
-	ignored, noop, mergeRows, mergeUnknown int
+	n sqlmodel.ModeCounts
 }
 
 // batchID returns 32 random hex characters (sinks.md §3).
@@ -256,7 +221,7 @@ func (t *tx) exec(ctx context.Context, q string, args []namedArg) (sql.Result, e
 	}
 	start := time.Now()
 	res, err := t.x.ExecContext(ctx, q, a...)
-	t.s.m.execute.Observe(time.Since(start).Seconds())
+	t.s.m.Execute.Observe(time.Since(start).Seconds())
 	return res, err
 }
 
@@ -292,7 +257,7 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 			}
 			args := append([]namedArg{{Name: batchBind, Value: ids}}, rowBinds(chunk)...)
 			if _, err := t.exec(ctx, p.stageInsert, args); err != nil {
-				return 0, fmt.Errorf("insert into staging (stream seq %v…%v): %w", seqOf(chunk[0]), seqOf(chunk[len(chunk)-1]), err)
+				return 0, fmt.Errorf("insert into staging (%s): %w", sqlmodel.SeqRange(chunk), err)
 			}
 		}
 		res, err := t.exec(ctx, p.stageMerge, []namedArg{{Name: batchBind, Value: id}})
@@ -309,7 +274,7 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		for _, chunk := range chunks(g.Rows) {
 			res, err := t.exec(ctx, p.write, rowBinds(chunk))
 			if err != nil {
-				return 0, fmt.Errorf("%s (stream seq %v…%v): %w", mode, seqOf(chunk[0]), seqOf(chunk[len(chunk)-1]), err)
+				return 0, fmt.Errorf("%s (%s): %w", mode, sqlmodel.SeqRange(chunk), err)
 			}
 			add(res)
 		}
@@ -327,55 +292,31 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	dups := int(max(0, n-affected))
 	switch {
 	case mode == sqlmodel.InsertIgnore:
-		t.ignored += dups
+		t.n.Ignored += dups
 	case mode == sqlmodel.Merge && len(g.Table.Update) == 0:
-		t.noop += dups
+		t.n.Noop += dups
 	case mode == sqlmodel.Merge:
 		// Inserted and updated rows both count as affected: which
 		// happened to each row is unknown.
-		t.mergeUnknown += len(g.Rows)
+		t.n.Unknown += len(g.Rows)
 	}
 	if mode == sqlmodel.Merge {
-		t.mergeRows += len(g.Rows)
+		t.n.Rows += len(g.Rows)
 	}
 	return affected, nil
 }
 
 // Commit commits; the commit time is observed from the Writer's Stats.
 func (t *tx) Commit(context.Context) error {
-	err := t.x.Commit()
-	t.close()
-	if err != nil {
+	if err := t.x.Commit(); err != nil {
 		return err
 	}
-	m := &t.s.m
-	m.ignored.Add(t.ignored)
-	m.noop.Add(t.noop)
-	m.mergeRows.Add(t.mergeRows)
-	m.mUnk.Add(t.mergeUnknown)
+	t.s.m.Publish(t.n)
 	return nil
 }
 
-// Rollback rolls back and returns the connection to the pool (database/sql
-// discards a broken one).
-func (t *tx) Rollback() error {
-	err := t.x.Rollback()
-	t.close()
-	return err
-}
-
-func (t *tx) close() {
-	if t.closer != nil {
-		t.closer.Close()
-	}
-}
-
-func seqOf(r *sqlmodel.Row) any {
-	if v := r.Values[sqlmodel.StreamSequence]; v != nil {
-		return v
-	}
-	return "?"
-}
+// Rollback rolls back.
+func (t *tx) Rollback() error { return t.x.Rollback() }
 
 // Healthcheck runs "select 1 from dual" (sinks.md §3) and, so that
 // test-sink reports a missing table or column before the first message

@@ -7,14 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
-	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Literal fragments of the spec's statements (sinks.md §3) for the default
@@ -182,30 +180,9 @@ func TestDDL(t *testing.T) {
 	}
 }
 
-var (
-	goldenReceived = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
-	goldenStored   = time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
-)
-
-// goldenEnvelope is the input of data-shapes §7.2.
-func goldenEnvelope() *sink.Envelope {
-	return intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}, nil, goldenReceived)
-}
-
 func TestGoldenBinds(t *testing.T) {
 	s := testSink(t, decode(t, ""))
-	r, err := s.model.BuildRow(goldenEnvelope(), goldenStored)
+	r, err := s.model.BuildRow(shapestest.Golden(), shapestest.Stored)
 	if err != nil {
 		t.Fatal(err)
 	}

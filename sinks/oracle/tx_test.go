@@ -13,6 +13,7 @@ import (
 	"github.com/sijms/go-ora/v2/network"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
@@ -99,13 +100,13 @@ func newHarness(t *testing.T, extra string, setup func(*fakeTx)) *harness {
 		h.txs = append(h.txs, f)
 		return &tx{s: h.s, x: f, newBatchID: func() string { ids++; return fmt.Sprintf("batch%d", ids) }}, nil
 	}
-	h.s.w.Now = func() time.Time { return goldenStored }
+	h.s.w.Now = func() time.Time { return shapestest.Stored }
 	return h
 }
 
 func env(subject string, seq uint64) *sink.Envelope {
 	reply := fmt.Sprintf("$JS.ACK.ORDERS.c.1.%d.%d.1780048800123456000.0", seq, seq)
-	return intake.Build(intake.Message{Subject: subject, Reply: reply, Data: []byte(fmt.Sprintf(`{"n":%d}`, seq))}, nil, goldenReceived)
+	return intake.Build(intake.Message{Subject: subject, Reply: reply, Data: []byte(fmt.Sprintf(`{"n":%d}`, seq))}, nil, shapestest.Received)
 }
 
 func outcomes(rs []sink.Result) string {
@@ -174,10 +175,10 @@ func TestWriteBatchDirect(t *testing.T) {
 	if !f.committed || f.rolledBack {
 		t.Errorf("committed=%v rolledBack=%v, want commit only", f.committed, f.rolledBack)
 	}
-	if n := h.s.m.mergeRows.Value(); n != 3 {
+	if n := h.s.m.Rows.Value(); n != 3 {
 		t.Errorf("oracle_merge_rows_total = %d, want 3", n)
 	}
-	if n := h.s.m.mUnk.Value(); n != 3 {
+	if n := h.s.m.Unknown.Value(); n != 3 {
 		t.Errorf("oracle_merge_outcome_unknown_total = %d, want 3", n)
 	}
 }
@@ -283,7 +284,7 @@ func TestWriteBatchFailures(t *testing.T) {
 			if f.committed != tt.committed || f.rolledBack == tt.committed {
 				t.Errorf("committed=%v rolledBack=%v, want committed=%v and rolled back otherwise", f.committed, f.rolledBack, tt.committed)
 			}
-			if n := h.s.m.conflicts.Value(); n != tt.conflicts {
+			if n := h.s.m.Conflicts.Value(); n != tt.conflicts {
 				t.Errorf("oracle_conflicts_total = %d, want %d", n, tt.conflicts)
 			}
 		})
@@ -298,14 +299,14 @@ func TestWriteBatchDuplicateMetrics(t *testing.T) {
 	if o := outcomes(got); o != "committed committed committed" {
 		t.Errorf("outcomes = %s", o)
 	}
-	if a, b := h.s.m.ignored.Value(), h.s.m.duplicates.Value(); a != 2 || b != 2 {
+	if a, b := h.s.m.Ignored.Value(), h.s.m.Duplicates.Value(); a != 2 || b != 2 {
 		t.Errorf("duplicate_ignored = %d, duplicates = %d; want 2, 2", a, b)
 	}
 
 	// merge with []: the same count is a no-op count.
 	h = newHarness(t, `"merge_update_columns":[]`, func(f *fakeTx) { f.affected = func(call) int64 { return 2 } })
 	h.s.WriteBatch(t.Context(), []*sink.Envelope{env("o", 1), env("o", 2), env("o", 3)})
-	if a := h.s.m.noop.Value(); a != 1 {
+	if a := h.s.m.Noop.Value(); a != 1 {
 		t.Errorf("duplicate_noop = %d, want 1", a)
 	}
 }
@@ -316,7 +317,7 @@ func TestWriteBatchRowsBuiltFirst(t *testing.T) {
 	// commit. A repeated key inside the batch is reduced before the
 	// statement: merge keeps the last, reporting the first Duplicate.
 	h := newHarness(t, ``, nil)
-	noMeta := intake.Build(intake.Message{Subject: "orders.x", Data: []byte(`{}`)}, nil, goldenReceived)
+	noMeta := intake.Build(intake.Message{Subject: "orders.x", Data: []byte(`{}`)}, nil, shapestest.Received)
 	got := h.s.WriteBatch(t.Context(), []*sink.Envelope{env("o", 1), noMeta, env("o", 1), env("o", 2)})
 	if o := outcomes(got); o != "duplicate permanent/ValidationError committed committed" {
 		t.Errorf("outcomes = %s", o)

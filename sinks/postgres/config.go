@@ -11,7 +11,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"regexp"
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
@@ -97,8 +96,6 @@ func (c *Config) options() sqlmodel.Options {
 	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns, AutoCreate: c.AutoCreate}
 }
 
-var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-
 // Validate checks the rules the struct tags cannot express: one password
 // source, ssl_cert with ssl_key, and the shared relational rules.
 // fields.DecodeSink calls it after decoding.
@@ -112,36 +109,15 @@ func (c *Config) Validate(p *fields.Problems) {
 // problems returns the connection-key problems in schema order. New runs
 // it too, for Configs built by hand rather than decoded.
 func (c *Config) problems() []sink.Problem {
-	var out []sink.Problem
-	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
-	switch n := count(c.Password != nil, c.PasswordEnv != nil, c.PasswordFile != nil); {
-	case n == 0:
-		add("password", "one of password, password_env, password_file is required")
-	case n > 1:
-		add("password", "set only one of password, password_env, password_file")
-	}
-	if c.PasswordEnv != nil && !envName.MatchString(*c.PasswordEnv) {
-		// Decode's pattern tag reports this first; this covers hand-built Configs.
-		add("password_env", "must match ^[A-Z_][A-Z0-9_]{0,127}$")
-	}
+	out := sqlmodel.SecretProblems("password", true, c.Password, c.PasswordEnv, c.PasswordFile)
 	if (c.SSLCert == nil) != (c.SSLKey == nil) {
 		if c.SSLCert == nil {
-			add("ssl_cert", "required when ssl_key is set")
+			out = append(out, sink.Problem{Path: "ssl_cert", Message: "required when ssl_key is set"})
 		} else {
-			add("ssl_key", "required when ssl_cert is set")
+			out = append(out, sink.Problem{Path: "ssl_key", Message: "required when ssl_cert is set"})
 		}
 	}
 	return out
-}
-
-func count(bs ...bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
 }
 
 // Open starts the sink; it is New behind the sink.Opener interface.

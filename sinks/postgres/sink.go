@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,39 +156,15 @@ func check(c Config) (*sqlmodel.Model, error) {
 // variable or unreadable file is a configuration problem (exit 2); the
 // message never includes the value or the file's content.
 func resolvePassword(c Config) (string, error) {
-	problem := func(path, msg string) error {
-		return &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: msg}}}
-	}
-	var v string
-	switch {
-	case c.Password != nil:
-		v = c.Password.Reveal()
-	case c.PasswordEnv != nil:
-		var ok bool
-		if c.Env != nil {
-			v, ok = c.Env(*c.PasswordEnv)
-		} else {
-			v, ok = os.LookupEnv(*c.PasswordEnv)
-		}
-		if !ok {
-			return "", problem("password_env", fmt.Sprintf("environment variable %s is not set", *c.PasswordEnv))
-		}
-	case c.PasswordFile != nil:
-		data, err := os.ReadFile(*c.PasswordFile)
-		if err != nil {
-			return "", problem("password_file", fmt.Sprintf("cannot read password file: %v", err))
-		}
-		v = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, c.Env)
+	if err != nil {
+		return "", err
 	}
 	if strings.TrimSpace(v) == "" || fields.HasControl(v) {
-		path := "password"
-		switch {
-		case c.PasswordEnv != nil:
-			path = "password_env"
-		case c.PasswordFile != nil:
-			path = "password_file"
+		if path == "" {
+			path = "password"
 		}
-		return "", problem(path, "the resolved password must be non-blank without control characters")
+		return "", &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: "the resolved password must be non-blank without control characters"}}}
 	}
 	return v, nil
 }

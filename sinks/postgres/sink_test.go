@@ -21,6 +21,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/pgtest"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
@@ -185,22 +186,6 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// golden is the data-shapes §7.2 input message.
-func golden() *sink.Envelope {
-	return intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-			"traceparent":         {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		},
-	}, nil, received)
-}
-
 // TestGoldenRow writes the §7.2 message into the auto-created (jsonb)
 // table and into a user table with text JSON columns, and compares every
 // column with what the record and jsonx packages produce: jsonb holds the
@@ -208,7 +193,7 @@ func golden() *sink.Envelope {
 func TestGoldenRow(t *testing.T) {
 	dsn := natstest.Service(t, dsnEnv)
 	conn := db(t, dsn)
-	e := golden()
+	e := shapestest.Golden()
 	wantPayload := `{"amount":42.5,"note":"caf\u00e9","order_id":"O-1001"}`
 	wantHeaders := string(jsonx.Marshal(record.Headers(e), jsonx.ASCII))
 	wantMeta := string(jsonx.Marshal(record.Metadata(e, stored, true), jsonx.ASCII))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 			next := func() []*sink.Envelope {
 				batch := make([]*sink.Envelope, 100)
 				for i := range batch {
-					e := envelope("BENCH", seq.Add(1))
+					e := shapestest.Envelope("BENCH", seq.Add(1))
 					e.Data = fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, e.StreamSequence, pad)
 					batch[i] = e
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -278,7 +279,7 @@ func TestEndpointFromConfigOnly(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
 	st := newStore(t)
 	s, _ := open(t, st.config())
-	if rs := s.WriteBatch(t.Context(), batchOf("E", 1)); rs[0].Outcome != sink.Committed {
+	if rs := s.WriteBatch(t.Context(), shapestest.Batch("E", 1)); rs[0].Outcome != sink.Committed {
 		t.Errorf("result %+v, want Committed at the configured endpoint", rs[0])
 	}
 	if got := s.client.Options().UsePathStyle; !got {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -38,7 +39,7 @@ func TestObjectKeys(t *testing.T) {
 		Reply:   "$JS.ACK.ORDERS.c.1.42.7.1780048800123456000.0",
 		Data:    []byte("hello world"),
 		Header:  map[string][]string{"Nats-Msg-Id": {"O 1001/é"}},
-	}, nil, goldenReceived)
+	}, nil, shapestest.Received)
 	for _, tt := range []struct {
 		strategy  string
 		prefix    *string
@@ -70,8 +71,8 @@ func deref(p *string) string {
 // TestKeyMaterialMissing checks the permanent errors of data-shapes §11 and
 // their DLQ error types.
 func TestKeyMaterialMissing(t *testing.T) {
-	noMeta := intake.Build(intake.Message{Subject: "a.b", Data: []byte("x")}, nil, goldenReceived)
-	headersOnly := intake.Build(intake.Message{Subject: "a.b", Header: map[string][]string{"Nats-Msg-Size": {"10"}}}, nil, goldenReceived)
+	noMeta := intake.Build(intake.Message{Subject: "a.b", Data: []byte("x")}, nil, shapestest.Received)
+	headersOnly := intake.Build(intake.Message{Subject: "a.b", Header: map[string][]string{"Nats-Msg-Size": {"10"}}}, nil, shapestest.Received)
 	for _, tt := range []struct {
 		strategy  string
 		e         *sink.Envelope
@@ -115,7 +116,7 @@ func TestSidecarKeys(t *testing.T) {
 	} {
 		c := Default()
 		c.KeyStrategy, c.ObjectSuffix, c.SidecarSuffix = "message_id", tt.objSuffix, tt.sideSuffix
-		e := intake.Build(intake.Message{Subject: "a", Data: []byte("x"), Header: map[string][]string{"Nats-Msg-Id": {tt.messageID}}}, nil, goldenReceived)
+		e := intake.Build(intake.Message{Subject: "a", Data: []byte("x"), Header: map[string][]string{"Nats-Msg-Id": {tt.messageID}}}, nil, shapestest.Received)
 		key, err := c.objectKey(e)
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
+	"github.com/nats-sinks/nats-sink/internal/fanout"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -199,49 +200,7 @@ func (s *Sink) Stop(context.Context) error { return nil }
 // that many messages are written at once and each keeps its own result;
 // after a Destination result, messages not yet started are NotAttempted.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
-	results := make([]sink.Result, len(batch))
-	if s.cfg.Concurrency <= 1 || len(batch) == 1 {
-		for i, e := range batch {
-			results[i] = s.write(ctx, e)
-			if o := results[i].Outcome; o == sink.Temporary || o == sink.Destination {
-				for j := i + 1; j < len(batch); j++ {
-					results[j] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch failed first", i)}
-				}
-				break
-			}
-		}
-		return results
-	}
-
-	sem := make(chan struct{}, s.cfg.Concurrency)
-	var (
-		wg     sync.WaitGroup
-		broken atomic.Int64 // index+1 of a Destination result, 0 while none
-	)
-	for i, e := range batch {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if err := ctx.Err(); err != nil {
-			results[i] = sink.Failed(fmt.Errorf("s3 sink (stream seq %d): %w", e.StreamSequence, err))
-			continue
-		}
-		if b := broken.Load(); b > 0 {
-			results[i] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch hit a destination failure", b-1)}
-			<-sem
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			results[i] = s.write(ctx, e)
-			if results[i].Outcome == sink.Destination {
-				broken.CompareAndSwap(0, int64(i)+1)
-			}
-		})
-	}
-	wg.Wait()
-	return results
+	return fanout.Write(ctx, "s3 sink", batch, s.cfg.Concurrency, s.write)
 }
 
 // errKeyExists is the spec's text for fail_existing.

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -33,7 +34,7 @@ func TestGoldenObjects(t *testing.T) {
 	c.MetadataMode = "sidecar"
 	c.ObjectMetadata = map[string]string{"team": "billing"}
 	s, _ := open(t, c)
-	if diff := cmp.Diff([]res{{Outcome: sink.Committed}}, summarize(s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()}))); diff != "" {
+	if diff := cmp.Diff([]res{{Outcome: sink.Committed}}, summarize(s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()}))); diff != "" {
 		t.Fatalf("results (-want +got):\n%s", diff)
 	}
 	objKey := "nats/orders/idempotency-key/stream-sequence_ORDERS_42.json"
@@ -77,7 +78,7 @@ func TestPayloadObjectAndNoMetadata(t *testing.T) {
 	c := st.config()
 	c.ObjectFormat, c.MetadataMode, c.KeyStrategy = "payload", "none", "message_id"
 	s, _ := open(t, c)
-	s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()})
+	s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()})
 	body, hdr := st.object(t, "message-id/O-1001.json")
 	if want := `{"amount":42.5,"note":"café","order_id":"O-1001"}`; string(body) != want {
 		t.Errorf("payload object = %s, want %s", body, want)
@@ -92,7 +93,7 @@ func TestGzip(t *testing.T) {
 	c := st.config()
 	c.Compression, c.ObjectSuffix, c.MetadataMode = "gzip", ".json.gz", "sidecar"
 	s, _ := open(t, c)
-	s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()})
+	s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()})
 
 	body, hdr := st.object(t, "idempotency-key/stream-sequence_ORDERS_42.json.gz")
 	if hdr["Content-Encoding"] != "gzip" || hdr["Content-Type"] != "application/json" {
@@ -124,14 +125,14 @@ func TestGzip(t *testing.T) {
 
 func TestSizeLimits(t *testing.T) {
 	st := newStore(t)
-	big := envelope("S", 1)
+	big := shapestest.Envelope("S", 1)
 	big.Data = bytes.Repeat([]byte("a"), 5000) // text, compresses well
 
 	c := st.config()
 	c.MaxObjectBytes = 4000
 	c.Compression, c.ObjectSuffix = "gzip", ".json.gz"
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{big, envelope("S", 2)})
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{big, shapestest.Envelope("S", 2)})
 	// Checked before compression too: the 5 kB body is refused although
 	// its gzip would fit; the next message is unaffected.
 	if diff := cmp.Diff([]res{{sink.Permanent, sink.SerializationError}, {Outcome: sink.Committed}}, summarize(rs)); diff != "" {
@@ -145,7 +146,7 @@ func TestSizeLimits(t *testing.T) {
 	c.Prefix = ptr(strings.Repeat("p", 100))
 	c.MaxKeyBytes = 64
 	s, _ = open(t, c)
-	rs = s.WriteBatch(t.Context(), []*sink.Envelope{envelope("S", 3)})
+	rs = s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("S", 3)})
 	if rs[0].Outcome != sink.Permanent || rs[0].ErrorType != sink.SerializationError || !strings.Contains(rs[0].Err.Error(), "max_key_bytes") {
 		t.Errorf("long key = %+v, want Permanent SerializationError naming max_key_bytes", rs[0])
 	}
@@ -177,9 +178,9 @@ func TestDuplicatePolicies(t *testing.T) {
 			c.DuplicatePolicy = tt.policy
 			s, _ := open(t, c.WithMetrics(m).(Config))
 			var got []sink.Result
-			got = append(got, s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()})...)
-			s.now = func() time.Time { return goldenStored.Add(time.Second) }
-			got = append(got, s.WriteBatch(t.Context(), []*sink.Envelope{goldenEnvelope()})...)
+			got = append(got, s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()})...)
+			s.now = func() time.Time { return shapestest.Stored.Add(time.Second) }
+			got = append(got, s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()})...)
 			if diff := cmp.Diff(tt.want, summarize(got)); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
 			}
@@ -221,8 +222,8 @@ func TestConditionalPutFallback(t *testing.T) {
 	c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s, _ := open(t, c)
 
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("F", 1), envelope("F", 2)})
-	rs = append(rs, s.WriteBatch(t.Context(), []*sink.Envelope{envelope("F", 1)})...)
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("F", 1), shapestest.Envelope("F", 2)})
+	rs = append(rs, s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("F", 1)})...)
 	want := []res{{Outcome: sink.Committed}, {Outcome: sink.Committed}, {Outcome: sink.Duplicate}}
 	if diff := cmp.Diff(want, summarize(rs)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
@@ -251,8 +252,8 @@ func TestHeadModeFailExisting(t *testing.T) {
 	c := st.config()
 	c.ExistenceCheck, c.DuplicatePolicy = "head", "fail_existing"
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("H", 1)})
-	rs = append(rs, s.WriteBatch(t.Context(), []*sink.Envelope{envelope("H", 1)})...)
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("H", 1)})
+	rs = append(rs, s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("H", 1)})...)
 	if diff := cmp.Diff([]res{{Outcome: sink.Committed}, {sink.Permanent, sink.PermanentSinkError}}, summarize(rs)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
@@ -276,7 +277,7 @@ func TestSidecarHeals(t *testing.T) {
 	c := st.config()
 	c.MetadataMode = "sidecar"
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), []*sink.Envelope{envelope("H", 1)})
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("H", 1)})
 	if rs[0].Outcome != sink.Temporary || !strings.Contains(rs[0].Err.Error(), "sidecar") {
 		t.Fatalf("sidecar failure = %+v, want Temporary naming the sidecar", rs[0])
 	}
@@ -284,7 +285,7 @@ func TestSidecarHeals(t *testing.T) {
 		t.Fatalf("keys after the failed sidecar (-want +got):\n%s", diff)
 	}
 	st.setFront(nil)
-	rs = s.WriteBatch(t.Context(), []*sink.Envelope{envelope("H", 1)})
+	rs = s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("H", 1)})
 	if rs[0].Outcome != sink.Duplicate {
 		t.Errorf("redelivery = %+v, want Duplicate", rs[0])
 	}
@@ -299,7 +300,7 @@ func TestServerSideEncryptionHeader(t *testing.T) {
 	c := st.config()
 	c.ServerSideEncryption = "AES256"
 	s, _ := open(t, c)
-	s.WriteBatch(t.Context(), []*sink.Envelope{envelope("E", 1)})
+	s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("E", 1)})
 	reqs := st.requests()
 	if len(reqs) != 1 || reqs[0].Header.Get("X-Amz-Server-Side-Encryption") != "AES256" {
 		t.Errorf("requests %v, want one PUT with x-amz-server-side-encryption: AES256", reqs)
@@ -341,7 +342,7 @@ func TestErrorClasses(t *testing.T) {
 				return false
 			})
 			s, _ := open(t, st.config())
-			got := summarize(s.WriteBatch(t.Context(), batchOf("X", 2)))
+			got := summarize(s.WriteBatch(t.Context(), shapestest.Batch("X", 2)))
 			next := res{Outcome: sink.Committed}
 			if tt.want.Outcome != sink.Permanent {
 				next = res{Outcome: sink.NotAttempted}
@@ -363,7 +364,7 @@ func TestMissingBucket(t *testing.T) {
 			c := st.config()
 			c.Bucket, c.ExistenceCheck = "no-such-bucket", mode
 			s, _ := open(t, c)
-			rs := s.WriteBatch(t.Context(), batchOf("B", 2))
+			rs := s.WriteBatch(t.Context(), shapestest.Batch("B", 2))
 			if diff := cmp.Diff([]res{{Outcome: sink.Destination}, {Outcome: sink.NotAttempted}}, summarize(rs)); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
 			}
@@ -386,7 +387,7 @@ func TestConcurrentDestinationStopsBatch(t *testing.T) {
 	c := st.config()
 	c.Concurrency = 4
 	s, _ := open(t, c)
-	for i, r := range s.WriteBatch(t.Context(), batchOf("C", 40)) {
+	for i, r := range s.WriteBatch(t.Context(), shapestest.Batch("C", 40)) {
 		if r.Outcome != sink.Destination && r.Outcome != sink.NotAttempted {
 			t.Errorf("message %d = %v, want destination or not attempted", i, r.Outcome)
 		}
@@ -401,7 +402,7 @@ func TestUnreachableStoreIsTemporary(t *testing.T) {
 	c := st.config()
 	st.srv.Close() // connection refused from now on
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), batchOf("U", 2))
+	rs := s.WriteBatch(t.Context(), shapestest.Batch("U", 2))
 	if diff := cmp.Diff([]res{{Outcome: sink.Temporary}, {Outcome: sink.NotAttempted}}, summarize(rs)); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
@@ -425,7 +426,7 @@ func TestRequestTimeout(t *testing.T) {
 	c := st.config()
 	c.RequestTimeoutSeconds = 0.2
 	s, _ := open(t, c)
-	rs := s.WriteBatch(t.Context(), batchOf("T", 1))
+	rs := s.WriteBatch(t.Context(), shapestest.Batch("T", 1))
 	if rs[0].Outcome != sink.Temporary {
 		t.Errorf("stalled store = %+v, want Temporary", rs[0])
 	}
@@ -439,7 +440,7 @@ func TestCredentialFailureIsDestination(t *testing.T) {
 		return aws.Credentials{}, errors.New("no credentials in the chain")
 	})}
 	s.client = s3.New(opts)
-	rs := s.WriteBatch(t.Context(), batchOf("K", 1))
+	rs := s.WriteBatch(t.Context(), shapestest.Batch("K", 1))
 	if rs[0].Outcome != sink.Destination || !strings.Contains(rs[0].Err.Error(), "credentials") {
 		t.Errorf("credential failure = %+v, want Destination", rs[0])
 	}
@@ -465,11 +466,11 @@ func TestRetries(t *testing.T) {
 	c := st.config()
 	c.MaxRetries, c.RetryBackoffMS = 2, 100
 	s, sl := open(t, c)
-	rs := s.WriteBatch(t.Context(), batchOf("R", 1))
+	rs := s.WriteBatch(t.Context(), shapestest.Batch("R", 1))
 	if rs[0].Outcome != sink.Committed {
 		t.Fatalf("result %+v, want Committed after two retries", rs[0])
 	}
-	if diff := cmp.Diff([]time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, sl.get()); diff != "" {
+	if diff := cmp.Diff([]time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, sl.Delays()); diff != "" {
 		t.Errorf("retry delays (-want +got):\n%s", diff)
 	}
 	if n := st.count(http.MethodPut, ""); n != 3 {
@@ -488,10 +489,10 @@ func TestPermanentNotRetried(t *testing.T) {
 	c := st.config()
 	c.MaxRetries = 3
 	s, sl := open(t, c)
-	if rs := s.WriteBatch(t.Context(), batchOf("P", 1)); rs[0].Outcome != sink.Permanent {
+	if rs := s.WriteBatch(t.Context(), shapestest.Batch("P", 1)); rs[0].Outcome != sink.Permanent {
 		t.Errorf("result %+v, want Permanent", rs[0])
 	}
-	if n := len(sl.get()); n != 0 {
+	if n := len(sl.Delays()); n != 0 {
 		t.Errorf("%d retries of a permanent failure, want 0", n)
 	}
 }
@@ -531,7 +532,7 @@ func TestHeadersOnlyMessage(t *testing.T) {
 		Subject: "audit.login",
 		Reply:   "$JS.ACK.AUDIT.c.1.5.5.1780048800123456000.0",
 		Header:  map[string][]string{"Nats-Msg-Size": {"2048"}},
-	}, nil, goldenReceived)
+	}, nil, shapestest.Received)
 	if rs := s.WriteBatch(t.Context(), []*sink.Envelope{e}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("result %+v", rs[0])
 	}

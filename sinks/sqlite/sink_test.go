@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
@@ -103,17 +104,7 @@ func count(t *testing.T, path, table string) int64 {
 func TestGoldenRow(t *testing.T) {
 	c := config(t)
 	s := open(t, c)
-	e := intake.Build(intake.Message{
-		Subject: "orders.created",
-		Reply:   "$JS.ACK.ORDERS.orders-file.1.42.7.1780048800123456000.3",
-		Data:    []byte(`{"order_id":"O-1001","amount":42.50,"note":"café"}`),
-		Header: map[string][]string{
-			"Nats-Msg-Id":         {"O-1001"},
-			"Nats-Sinks-Priority": {"high"},
-			"Nats-Sinks-Labels":   {"billing; eu ;billing"},
-			"Nats-Time-Stamp":     {"2026-05-29T09:59:59.5Z"},
-		},
-	}, nil, received)
+	e := shapestest.Golden()
 	rs := s.WriteBatch(t.Context(), []*sink.Envelope{e})
 	if rs[0].Outcome != sink.Committed {
 		t.Fatalf("WriteBatch = %+v", rs[0])
@@ -124,7 +115,7 @@ func TestGoldenRow(t *testing.T) {
 	want := [][]any{{"ORDERS", int64(42), "orders.created", "O-1001", "high", nil, "billing;eu",
 		int64(1780048799500000000), int64(1780048800123456000), int64(1780048800250000000), int64(1780048800300000000),
 		`{"amount":42.5,"note":"caf\u00e9","order_id":"O-1001"}`,
-		`{"Nats-Msg-Id":"O-1001","Nats-Sinks-Labels":"billing; eu ;billing","Nats-Sinks-Priority":"high","Nats-Time-Stamp":"2026-05-29T09:59:59.5Z"}`,
+		`{"Nats-Msg-Id":"O-1001","Nats-Sinks-Labels":"billing; eu ;billing","Nats-Sinks-Priority":"high","Nats-Time-Stamp":"2026-05-29T09:59:59.5Z","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`,
 		"null", "null", int64(1)}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("row (-want +got):\n%s", diff)
