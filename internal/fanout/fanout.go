@@ -42,32 +42,34 @@ func Write(ctx context.Context, name string, batch []*sink.Envelope, concurrency
 		return results
 	}
 
-	sem := make(chan struct{}, concurrency)
+	// A fixed pool of concurrency workers takes the messages in batch order.
+	// One goroutine per message would cost a goroutine start and, for SDK
+	// clients with deep call chains, repeated stack growth per message.
 	var (
 		wg     sync.WaitGroup
+		next   atomic.Int64 // index of the next message to start
 		broken atomic.Int64 // index+1 of a Destination result, 0 while none
 	)
-	for i, e := range batch {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if err := ctx.Err(); err != nil {
-			// A slot taken just now is not given back: the semaphore
-			// belongs to this call, and nothing acquires it any more.
-			results[i] = sink.Failed(fmt.Errorf("%s (stream seq %d): %w", name, e.StreamSequence, err))
-			continue
-		}
-		if b := broken.Load(); b > 0 {
-			results[i] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch hit a destination failure", b-1)}
-			<-sem
-			continue
-		}
+	for range min(concurrency, len(batch)) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			results[i] = write(ctx, e)
-			if results[i].Outcome == sink.Destination {
-				broken.CompareAndSwap(0, int64(i)+1)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batch) {
+					return
+				}
+				e := batch[i]
+				if err := ctx.Err(); err != nil {
+					results[i] = sink.Failed(fmt.Errorf("%s (stream seq %d): %w", name, e.StreamSequence, err))
+					continue
+				}
+				if b := broken.Load(); b > 0 {
+					results[i] = sink.Result{Outcome: sink.NotAttempted, Err: fmt.Errorf("not attempted: message %d of the batch hit a destination failure", b-1)}
+					continue
+				}
+				results[i] = write(ctx, e)
+				if results[i].Outcome == sink.Destination {
+					broken.CompareAndSwap(0, int64(i)+1)
+				}
 			}
 		})
 	}
