@@ -2,10 +2,13 @@ package s3sink
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -42,12 +45,18 @@ type store struct {
 	front func(w http.ResponseWriter, r *http.Request) bool
 }
 
-func newStore(t testing.TB) *store {
+func newStore(t testing.TB) *store { t.Helper(); return startStore(t, false) }
+
+// newTLSStore is newStore over HTTPS, the production path (the SDK then
+// sends UNSIGNED-PAYLOAD); clients created after it trust its certificate.
+func newTLSStore(t testing.TB) *store { t.Helper(); return startStore(t, true) }
+
+func startStore(t testing.TB, tls bool) *store {
 	t.Helper()
 	st := &store{backend: s3mem.New()}
 	faker := gofakes3.New(st.backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
 	h := faker.Server()
-	st.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	st.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st.mu.Lock()
 		st.reqs = append(st.reqs, request{r.Method, r.URL.Path, r.Header.Clone()})
 		front := st.front
@@ -57,6 +66,12 @@ func newStore(t testing.TB) *store {
 		}
 		h.ServeHTTP(w, r)
 	}))
+	if tls {
+		st.srv.StartTLS()
+		trustServer(t, st.srv)
+	} else {
+		st.srv.Start()
+	}
 	t.Cleanup(st.srv.Close)
 	if err := st.backend.CreateBucket(testBucket); err != nil {
 		t.Fatal(err)
@@ -198,4 +213,16 @@ func s3Error(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>test answer</Message><RequestId>1</RequestId></Error>`, code)
+}
+
+// trustServer makes the SDK clients created after it trust srv's TLS
+// certificate, through AWS_CA_BUNDLE as an operator would.
+func trustServer(t testing.TB, srv *httptest.Server) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CA_BUNDLE", path)
 }
