@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,36 +16,20 @@ import (
 	"testing"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/nats-sinks/nats-sink/internal/tracingtest"
 )
 
-// A span as a receiver decoded it, the same whatever the exporter.
-type span struct {
-	Name         string
-	Kind         string // "consumer", "producer", "internal", "client", "server"
-	TraceID      string
-	SpanID       string
-	ParentSpanID string // "" = root
-	TraceState   string
-	Sampled      bool
-	Attrs        map[string]any // string, int64, float64 or bool
-	Events       []event
-	Links        []link
-	StatusError  bool
-	StatusDesc   string
-	Resource     map[string]any
-}
-
-type event struct {
-	Name  string
-	Attrs map[string]any
-}
-
-type link struct{ TraceID, SpanID string }
+// A span as a receiver decoded it, the same whatever the exporter, in
+// tracingtest's form (the runner and e2e tests read spans that way too).
+type (
+	span  = tracingtest.Span
+	event = tracingtest.Event
+	link  = tracingtest.Link
+)
 
 // collector gathers the spans one receiver got, with the request headers
 // and paths it saw.
@@ -64,10 +46,10 @@ func (c *collector) add(path string, hdr map[string]string, req *coltracepb.Expo
 	c.paths = append(c.paths, path)
 	c.headers = append(c.headers, hdr)
 	for _, rs := range req.GetResourceSpans() {
-		res := protoAttrs(rs.GetResource().GetAttributes())
+		res := tracingtest.ProtoAttrs(rs.GetResource().GetAttributes())
 		for _, ss := range rs.GetScopeSpans() {
 			for _, s := range ss.GetSpans() {
-				c.spans = append(c.spans, fromProto(s, res))
+				c.spans = append(c.spans, tracingtest.FromProto(s, res))
 			}
 		}
 	}
@@ -108,48 +90,6 @@ func names(spans []span) []string {
 	}
 	sort.Strings(n)
 	return n
-}
-
-func fromProto(s *tracepb.Span, res map[string]any) span {
-	out := span{
-		Name:         s.GetName(),
-		Kind:         strings.ToLower(strings.TrimPrefix(s.GetKind().String(), "SPAN_KIND_")),
-		TraceID:      hex.EncodeToString(s.GetTraceId()),
-		SpanID:       hex.EncodeToString(s.GetSpanId()),
-		ParentSpanID: hex.EncodeToString(s.GetParentSpanId()),
-		TraceState:   s.GetTraceState(),
-		Sampled:      s.GetFlags()&uint32(tracepb.SpanFlags_SPAN_FLAGS_TRACE_FLAGS_MASK) == 1,
-		Attrs:        protoAttrs(s.GetAttributes()),
-		StatusError:  s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR,
-		StatusDesc:   s.GetStatus().GetMessage(),
-		Resource:     res,
-	}
-	for _, e := range s.GetEvents() {
-		out.Events = append(out.Events, event{Name: e.GetName(), Attrs: protoAttrs(e.GetAttributes())})
-	}
-	for _, l := range s.GetLinks() {
-		out.Links = append(out.Links, link{TraceID: hex.EncodeToString(l.GetTraceId()), SpanID: hex.EncodeToString(l.GetSpanId())})
-	}
-	return out
-}
-
-func protoAttrs(kvs []*commonpb.KeyValue) map[string]any {
-	m := map[string]any{}
-	for _, kv := range kvs {
-		switch v := kv.GetValue().GetValue().(type) {
-		case *commonpb.AnyValue_StringValue:
-			m[kv.GetKey()] = v.StringValue
-		case *commonpb.AnyValue_IntValue:
-			m[kv.GetKey()] = v.IntValue
-		case *commonpb.AnyValue_DoubleValue:
-			m[kv.GetKey()] = v.DoubleValue
-		case *commonpb.AnyValue_BoolValue:
-			m[kv.GetKey()] = v.BoolValue
-		default:
-			m[kv.GetKey()] = fmt.Sprint(v)
-		}
-	}
-	return m
 }
 
 // httpReceiver is an in-process OTLP/HTTP collector: it decodes protobuf

@@ -197,7 +197,7 @@ func checkFlow(t *testing.T, spans []span, injected nats.Header) {
 	if w.ParentSpanID != "" || w.TraceID == producerTrace || w.TraceID == m1.TraceID || w.Kind != "internal" {
 		t.Errorf("write span trace/parent/kind = %s/%q/%s, want a new internal root", w.TraceID, w.ParentSpanID, w.Kind)
 	}
-	wantLinks := []link{{m0.TraceID, m0.SpanID}, {m1.TraceID, m1.SpanID}}
+	wantLinks := []link{{TraceID: m0.TraceID, SpanID: m0.SpanID}, {TraceID: m1.TraceID, SpanID: m1.SpanID}}
 	if diff := cmp.Diff(wantLinks, w.Links); diff != "" {
 		t.Errorf("write span links (-want +got):\n%s", diff)
 	}
