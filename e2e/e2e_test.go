@@ -172,6 +172,26 @@ func ackState(ctx context.Context, js jetstream.JetStream, stream, consumer stri
 	return info.AckFloor.Stream, info.NumAckPending, nil
 }
 
+// holdsNoAcks looks at the consumer looks times, 100 ms apart, while the
+// destination is stalled (why says how), and fails if anything was
+// acknowledged or if nothing is pending: a stall must hold every ACK.
+func holdsNoAcks(t *testing.T, js jetstream.JetStream, stream, consumer string, looks int, why string) {
+	t.Helper()
+	for i := range looks {
+		floor, pending, err := ackState(context.Background(), js, stream, consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if floor != 0 {
+			t.Fatalf("look %d: ack floor %d while %s, want 0", i, floor, why)
+		}
+		if pending == 0 {
+			t.Fatalf("look %d: no messages ack-pending while %s", i, why)
+		}
+		time.Sleep(100 * time.Millisecond) // spread the looks over the stall
+	}
+}
+
 // waitFetching waits until the consumer has a waiting pull request: the
 // process under test has started and its runner is fetching.
 func waitFetching(t *testing.T, js jetstream.JetStream, stream, consumer string) {

@@ -220,19 +220,7 @@ func TestHTTPStallHoldsAcks(t *testing.T) {
 	})
 	// While the endpoint holds every request, the ack floor must stay at 0
 	// however often we look.
-	for i := range 10 {
-		floor, pending, err := ackState(ctx, js, "HTTPE2E", "http-e2e")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if floor != 0 {
-			t.Fatalf("look %d: ack floor %d while the endpoint has answered nothing, want 0", i, floor)
-		}
-		if pending == 0 {
-			t.Fatalf("look %d: no messages ack-pending while requests are held", i)
-		}
-		time.Sleep(100 * time.Millisecond) // spread the looks over the stall
-	}
+	holdsNoAcks(t, js, "HTTPE2E", "http-e2e", 10, "the endpoint holds every request")
 	if _, _, stored := is.counts(); stored != 0 {
 		t.Fatalf("%d keys stored while the gate was closed", stored)
 	}

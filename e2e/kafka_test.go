@@ -207,7 +207,6 @@ func TestKafkaStallHoldsAcks(t *testing.T) {
 		return nil, nil, false // then produced normally
 	})
 	cfg := kafkaConfig(t, s.ClientURL(), kc.ListenAddrs(), 100, 2000)
-	ctx := context.Background()
 
 	p := start(t, cfg)
 	natstest.WaitFor(t, time.Minute, func() error {
@@ -218,19 +217,7 @@ func TestKafkaStallHoldsAcks(t *testing.T) {
 	})
 	// Look for longer than produce_timeout_ms: the writes time out, are
 	// NAKed and retried, and still nothing may be acknowledged.
-	for i := range 30 {
-		floor, pending, err := ackState(ctx, js, "KAFKAE2E", "kafka-e2e")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if floor != 0 {
-			t.Fatalf("look %d: ack floor %d while the broker has answered no produce request, want 0", i, floor)
-		}
-		if pending == 0 {
-			t.Fatalf("look %d: no messages ack-pending during the stall", i)
-		}
-		time.Sleep(100 * time.Millisecond) // spread the looks over the stall
-	}
+	holdsNoAcks(t, js, "KAFKAE2E", "kafka-e2e", 30, "the broker holds every produce request")
 	if got := kafkaTopicRecords(t, kc.ListenAddrs(), "events"); got != 0 {
 		t.Fatalf("%d records stored while the broker held every produce request", got)
 	}

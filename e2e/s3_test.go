@@ -259,19 +259,7 @@ func TestS3StallHoldsAcks(t *testing.T) {
 		}
 		return nil
 	})
-	for i := range 10 {
-		floor, pending, err := ackState(ctx, js, "S3E2E", "s3-e2e")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if floor != 0 {
-			t.Fatalf("look %d: ack floor %d while the store has answered nothing, want 0", i, floor)
-		}
-		if pending == 0 {
-			t.Fatalf("look %d: no messages ack-pending while PUTs are held", i)
-		}
-		time.Sleep(100 * time.Millisecond) // spread the looks over the stall
-	}
+	holdsNoAcks(t, js, "S3E2E", "s3-e2e", 10, "the store holds every PUT")
 	if got := len(store.objectKeys(t)); got != 0 {
 		t.Fatalf("%d objects stored while every PUT was held", got)
 	}
