@@ -3,8 +3,8 @@ package jsonx
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -30,28 +30,44 @@ const maxEncodeDepth = 10 * MaxDepth
 // subsequence (the rule of data-shapes §2.1) is written as U+FFFD, so the
 // output is always valid JSON.
 func Marshal(v any, f Flavour) []byte {
-	var scratch [scratchSize]byte
-	return detach(Append(scratch[:0], v, f))
+	buf := scratch.Get().(*[]byte)
+	defer release(buf)
+	*buf = Append((*buf)[:0], v, f)
+	return detach(*buf)
 }
 
 // MarshalPretty returns the pretty canonical encoding of v: two-space indent,
 // one item per line, ": " between key and value, empty containers as {} and [].
 // There is no trailing newline.
 func MarshalPretty(v any, f Flavour) []byte {
-	var scratch [scratchSize]byte
-	return detach(AppendPretty(scratch[:0], v, f))
+	buf := scratch.Get().(*[]byte)
+	defer release(buf)
+	*buf = AppendPretty((*buf)[:0], v, f)
+	return detach(*buf)
 }
 
-// scratchSize is the stack buffer Marshal encodes into before copying the
-// result to the heap once. A file record with metadata is 1.5–3 KB, so
-// growing a small heap buffer instead cost four allocations and copies.
-const scratchSize = 4096
+// scratch holds the buffers Marshal encodes into before copying the result
+// once to a slice of the exact size. A file record with metadata is 1.5–3
+// KB, so growing a small buffer instead cost four allocations and copies;
+// a stack array escapes (the encoder passes dst through interface values),
+// so it cost a 4 KB allocation per call.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxScratch bounds the buffers kept in scratch: one grown by a large
+// document is left to the GC.
+const maxScratch = 64 << 10
+
+func release(buf *[]byte) {
+	if cap(*buf) <= maxScratch {
+		scratch.Put(buf)
+	}
+}
 
 // slack is spare capacity in Marshal's result, so that a caller appending a
 // newline (file records, JSON lines) does not copy the record again.
 const slack = 8
 
-// detach copies b, which may live on the caller's stack, to the heap.
+// detach copies b, a pooled buffer, to a new slice.
 func detach(b []byte) []byte {
 	return append(make([]byte, 0, len(b)+slack), b...)
 }
@@ -89,9 +105,11 @@ func isASCII(f Flavour) bool {
 // its keys in the region above its parent's and truncates on return). The
 // buffer is allocated at the first map: a value built from Objects, the
 // hot path, needs none. (A stack array does not help: it escapes.)
+// order is the member order of objects: canonical except in AppendOrdered.
 type encoder struct {
 	ascii  bool
 	pretty bool
+	order  KeyOrder
 	keys   []string
 }
 
@@ -141,6 +159,9 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 			return append(dst, "{}"...)
 		}
 		checkDepth(depth)
+		if e.order == JSONBOrder {
+			return e.jsonbObject(dst, x, depth)
+		}
 		x = x.canonical()
 		dst = append(dst, '{')
 		for i := range x {
@@ -201,9 +222,8 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 	panic(fmt.Sprintf("jsonx: cannot encode value of type %T", v))
 }
 
-// sortedKeys pushes m's keys onto e.keys, sorts them by code point (Go's
-// string order is UTF-8 byte order, which is code-point order) and returns
-// where they start.
+// sortedKeys pushes m's keys onto e.keys, sorts them in the encoder's key
+// order and returns where they start.
 func sortedKeys[V any](e *encoder, m map[string]V, depth int) int {
 	checkDepth(depth)
 	if e.keys == nil {
@@ -213,9 +233,7 @@ func sortedKeys[V any](e *encoder, m map[string]V, depth int) int {
 	for k := range m {
 		e.keys = append(e.keys, k)
 	}
-	if len(m) > 1 {
-		slices.Sort(e.keys[start:])
-	}
+	SortKeys(e.keys[start:], e.order)
 	return start
 }
 

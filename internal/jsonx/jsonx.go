@@ -8,6 +8,9 @@
 // keep every digit, so Parse followed by Marshal is lossless for everything
 // except insignificant whitespace, key order and the spelling of floats and
 // escapes, which Marshal canonicalises.
+//
+// AppendOrdered writes the same values with another member order
+// (KeyOrder): PostgreSQL's jsonb order, for text bound to jsonb columns.
 package jsonx
 
 import (

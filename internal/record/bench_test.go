@@ -47,3 +47,29 @@ func BenchmarkAgeSeconds(b *testing.B) {
 		AgeSeconds(later, earlier)
 	}
 }
+
+// BenchmarkAppendMetadata is the SQL sinks' metadata column (ascii, with
+// custody) for the golden envelope: the tree path (Metadata, then the
+// encoder) against the streaming writer, in both key orders, into a reused
+// buffer.
+func BenchmarkAppendMetadata(b *testing.B) {
+	e := shapestest.Golden()
+	buf := make([]byte, 0, 4096)
+	for _, o := range []struct {
+		name  string
+		order jsonx.KeyOrder
+	}{{"canonical", jsonx.CanonicalOrder}, {"jsonb", jsonx.JSONBOrder}} {
+		b.Run("tree/"+o.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = jsonx.AppendOrdered(buf[:0], Metadata(e, shapestest.Stored, true), jsonx.ASCII, o.order)
+			}
+		})
+		b.Run("stream/"+o.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendMetadata(buf[:0], e, shapestest.Stored, true, jsonx.ASCII, o.order)
+			}
+		})
+	}
+}

@@ -111,7 +111,7 @@ func MessageEnvelope(e *sink.Envelope, p Payload, o EnvelopeOptions) jsonx.Objec
 	if !o.NoPayload {
 		b.add("payload", p.Value)
 	}
-	b.add("payload_info", p.Info)
+	b.add("payload_info", p.Info())
 	b.add("priority", str(&e.Priority))
 	b.add("schema", &m.schema)
 	b.add("schema_version", 1)

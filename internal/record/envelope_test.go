@@ -108,7 +108,7 @@ func TestMessageEnvelopeOptions(t *testing.T) {
 				"labels":            nil,
 				"labels_list":       Labels(e),
 				"message_id":        nullable(e.MessageID),
-				"payload_info":      p.Info,
+				"payload_info":      p.Info(),
 				"priority":          nullable(e.Priority),
 				"schema":            "nats_sinks.x.v1",
 				"schema_version":    1,

@@ -64,7 +64,7 @@ func FuzzNormalisePayload(f *testing.F) {
 			if again := jsonx.Marshal(back, jsonx.UTF8); string(again) != string(enc) {
 				t.Fatalf("re-encoding differs:\n%s\n%s", enc, again)
 			}
-			jsonx.Marshal(p.Info, jsonx.ASCII)
+			jsonx.Marshal(p.Info(), jsonx.ASCII)
 		}
 	})
 }

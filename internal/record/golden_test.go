@@ -116,7 +116,7 @@ func TestGoldenPayloadEnvelopes(t *testing.T) {
 			}
 			wantInfo := map[string]any{"original_format": tt.format, "wrapped": true,
 				"sha256": sha256Hex(tt.data), "size_bytes": len(tt.data)}
-			if diff := cmp.Diff(wantInfo, asMap(p.Info)); diff != "" {
+			if diff := cmp.Diff(wantInfo, asMap(p.Info())); diff != "" {
 				t.Errorf("payload_info mismatch (-want +got):\n%s", diff)
 			}
 		})
@@ -168,12 +168,12 @@ func TestNormalisePayload(t *testing.T) {
 				got.Err = err.Error()
 				got.Type = sink.Failed(err).ErrorType
 			} else {
-				format, _ := p.Info.Get("original_format")
+				format, _ := p.Info().Get("original_format")
 				got.Format, _ = format.(string)
 				if tt.want.JSON != "" {
 					got.JSON = string(jsonx.Marshal(p.Value, jsonx.UTF8))
 				}
-				if w, _ := p.Info.Get("wrapped"); w != (got.Format != "json") {
+				if w, _ := p.Info().Get("wrapped"); w != (got.Format != "json") {
 					t.Errorf("wrapped = %v, want %v", w, got.Format != "json")
 				}
 			}

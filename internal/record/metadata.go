@@ -10,6 +10,10 @@
 // labels slice, and point to its string and number fields, instead of
 // copying them per message, so they are read-only, like the envelope itself,
 // and reflect the envelope as it is when they are encoded.
+//
+// AppendMetadata and AppendHeaders write the metadata document and the
+// headers map without the tree, in either jsonx.KeyOrder, for the SQL sinks
+// that encode both per row.
 package record
 
 import (
@@ -79,31 +83,27 @@ func CreatedAt(e *sink.Envelope) Created {
 // Every object is a jsonx.Object literal written in canonical key order, so
 // the encoder writes it without sorting; TestBuiltObjectsAreSorted catches a
 // key added out of order (which would still encode correctly, only slower).
+//
+// AppendMetadata writes the same document without building it.
 func Metadata(e *sink.Envelope, storedAt time.Time, withCustody bool) jsonx.Object {
-	received := Micro(e.ReceivedAt)
-	stored := Micro(storedAt)
-	created := CreatedAt(e)
 	m := new(metaMembers)
+	m.facts = newMetaFacts(e, storedAt)
+	received, stored, created := m.facts.received, m.facts.stored, &m.facts.created
 	m.source = created.Source
 
 	var jsTime, jsNS any
-	if !e.Timestamp.IsZero() {
-		t := JetStreamTime(e.Timestamp)
-		m.jsTime = ISO(t)
-		jsTime, jsNS = &m.jsTime, epochValue(&m.jsNS, t)
+	if js := m.facts.jetStream; m.facts.hasJetStream {
+		m.jsTime = ISO(js)
+		jsTime, jsNS = &m.jsTime, epochValue(&m.jsNS, js)
 	}
 	var createdNS, ageReceive, ageStore, skew any
-	if created.Source != SourceMissing {
+	if m.facts.createdKnown() {
 		createdNS = epochValue(&m.createdNS, created.Time)
-		m.ageReceive = AgeSeconds(received, created.Time)
-		m.ageStore = AgeSeconds(stored, created.Time)
-		m.skew = AgeSeconds(created.Time, received)
-		ageReceive, ageStore, skew = &m.ageReceive, &m.ageStore, &m.skew
+		ageReceive, ageStore, skew = &m.facts.ageReceive, &m.facts.ageStore, &m.facts.skew
 	}
 	var tsHeader any
 	if created.HasHeader {
-		m.tsHeader = created.Header
-		tsHeader = &m.tsHeader
+		tsHeader = &created.Header
 	}
 	m.received, m.stored = ISO(received), ISO(stored)
 
@@ -179,10 +179,41 @@ type metaMembers struct {
 	payload         [7]jsonx.Member
 	timestamps      [9]jsonx.Member
 
-	source, jsTime, tsHeader, received, stored       string
+	facts                                            metaFacts
+	source, jsTime, received, stored                 string
 	jsNS, createdNS, receivedNS, storedNS, delivered int64
-	ageReceive, ageStore, skew                       float64
 }
+
+// metaFacts are the values of the metadata document that are computed
+// rather than read from the envelope. Metadata and AppendMetadata both take
+// them from newMetaFacts, so the two cannot disagree on what they contain.
+type metaFacts struct {
+	received, stored time.Time // microsecond precision
+	created          Created
+	// jetStream is the JetStream timestamp at microsecond precision (§1.1),
+	// when hasJetStream.
+	jetStream    time.Time
+	hasJetStream bool
+	// The freshness ages and skew, in seconds; set only when createdKnown.
+	ageReceive, ageStore, skew float64
+}
+
+func newMetaFacts(e *sink.Envelope, storedAt time.Time) metaFacts {
+	f := metaFacts{received: Micro(e.ReceivedAt), stored: Micro(storedAt), created: CreatedAt(e)}
+	if !e.Timestamp.IsZero() {
+		f.jetStream, f.hasJetStream = JetStreamTime(e.Timestamp), true
+	}
+	if f.createdKnown() {
+		f.ageReceive = AgeSeconds(f.received, f.created.Time)
+		f.ageStore = AgeSeconds(f.stored, f.created.Time)
+		f.skew = AgeSeconds(f.created.Time, f.received)
+	}
+	return f
+}
+
+// createdKnown reports whether the message has a creation time; when it
+// does not, its epoch, ages and skew are null.
+func (f *metaFacts) createdKnown() bool { return f.created.Source != SourceMissing }
 
 // epochValue is EpochNS(t) without boxing an int64: it stores the value in
 // *slot and returns slot, or returns the exact jsonx.Integer when the value
@@ -211,16 +242,7 @@ func PayloadObject(e *sink.Envelope) jsonx.Object {
 // size that the object points to. Envelope fields are pointed to as well.
 func fillPayload(o *[7]jsonx.Member, delivered *int64, e *sink.Envelope) {
 	p := &e.Payload
-	var reason, original, header any
-	if p.OmittedReason != "" {
-		reason = &p.OmittedReason
-	}
-	if p.OriginalSize >= 0 {
-		original = &p.OriginalSize
-	}
-	if p.HasSizeHeader {
-		header = &p.SizeHeader
-	}
+	reason, original, header := payloadNullables(p)
 	*delivered = int64(len(e.Data))
 	*o = [...]jsonx.Member{
 		{Key: "delivered_size_bytes", Value: delivered},
@@ -231,6 +253,22 @@ func fillPayload(o *[7]jsonx.Member, delivered *int64, e *sink.Envelope) {
 		{Key: "original_size_bytes", Value: original},
 		{Key: "present", Value: p.Present},
 	}
+}
+
+// payloadNullables returns the members of the payload object that may be
+// null: omitted_reason, original_size_bytes and nats_msg_size_header, each
+// nil or a pointer into p.
+func payloadNullables(p *sink.PayloadPresence) (reason, original, header any) {
+	if p.OmittedReason != "" {
+		reason = &p.OmittedReason
+	}
+	if p.OriginalSize >= 0 {
+		original = &p.OriginalSize
+	}
+	if p.HasSizeHeader {
+		header = &p.SizeHeader
+	}
+	return reason, original, header
 }
 
 // Headers returns the normalised header map of e as a JSON object ({} when
@@ -260,53 +298,19 @@ func JoinLabels(labels []string, sep string) any {
 	return strings.Join(labels, sep)
 }
 
-// fillReserved builds the "nats" object in o and returns it: canonical reserved names first, then
-// every other header whose name starts with "nats-" in any case, under its
-// own spelling unless that exact spelling is already a key.
-//
-// For each reserved name the value is what h.Get would return (the exact
-// spelling, else the byte-wise smallest case variant), but found in one
-// pass over h: 26 Get calls, each a full scan of h when the name is
-// absent, were a tenth of the file sink's CPU.
+// fillReserved builds the "nats" object of h in o and returns it.
 func fillReserved(o *[2]jsonx.Member, h sink.Headers) jsonx.Object {
-	var found [len(reservedHeaders)]string // the winning header name, "" if none
-	res := make(jsonx.Object, 0, len(h))
+	var inline [inlineReserved]reservedHeader
+	rh := reservedMembers(h, inline[:0])
+	res := make(jsonx.Object, len(rh))
 	// The values, copied once so that members can point to them: boxing
-	// each string would cost an allocation per header. A case variant of a
-	// reserved name can appear twice (canonical and own spelling), so
-	// values may outgrow len(h); earlier pointers then keep the old array
-	// alive, which is correct, merely one more allocation.
-	values := make([]string, 0, len(h))
-	value := func(v string) any {
-		values = append(values, v)
-		return &values[len(values)-1]
-	}
-	for name := range h {
-		if i := reservedIndex(name); i >= 0 {
-			if best := found[i]; best == "" || best != reservedHeaders[i] && (name == reservedHeaders[i] || name < best) {
-				found[i] = name
-			}
-		}
-	}
-	for i, name := range found {
-		if name != "" {
-			res = append(res, jsonx.Member{Key: reservedHeaders[i], Value: value(h[name])})
-		}
-	}
-	for name, v := range h {
-		if len(name) >= 5 && strings.EqualFold(name[:5], "nats-") {
-			if i := reservedIndex(name); i < 0 || reservedHeaders[i] != name {
-				res = append(res, jsonx.Member{Key: name, Value: value(v)})
-			}
-		}
-	}
-	// A canonical name and another header's own spelling never collide:
-	// the own spelling is added only when it differs from every canonical
-	// name. So the keys are distinct and one sort puts them in order.
-	slices.SortFunc(res, func(a, b jsonx.Member) int { return strings.Compare(a.Key, b.Key) })
-	present := make([]string, len(res))
-	for i, m := range res {
-		present[i] = m.Key
+	// each string would cost an allocation per header.
+	values := make([]string, len(rh))
+	present := make([]string, len(rh))
+	for i, r := range rh {
+		values[i] = r.value
+		res[i] = jsonx.Member{Key: r.key, Value: &values[i]}
+		present[i] = r.key
 	}
 	*o = [...]jsonx.Member{
 		{Key: "reserved_headers", Value: res},
@@ -315,16 +319,73 @@ func fillReserved(o *[2]jsonx.Member, h sink.Headers) jsonx.Object {
 	return o[:]
 }
 
+// reservedHeader is one member of the reserved_headers object.
+type reservedHeader struct{ key, value string }
+
+// inlineReserved is the reserved_headers size that the callers of
+// reservedMembers hold on their stack; beyond it, the slice grows on the heap.
+const inlineReserved = 16
+
+// reservedMembers appends the members of the reserved_headers object of h
+// (data-shapes §3) to buf, sorted by key in canonical order, and returns the
+// result: canonical reserved names first, then every other header whose
+// name starts with "nats-" in any case, under its own spelling unless that
+// exact spelling is already a key.
+//
+// For each reserved name the value is what h.Get would return (the exact
+// spelling, else the byte-wise smallest case variant), but found in one
+// pass over h: 26 Get calls, each a full scan of h when the name is
+// absent, were a tenth of the file sink's CPU.
+func reservedMembers(h sink.Headers, buf []reservedHeader) []reservedHeader {
+	var found [len(reservedHeaders)]string // the winning header name, "" if none
+	res := buf
+	for name, v := range h {
+		i := reservedIndex(name)
+		if i >= 0 {
+			if best := found[i]; best == "" || best != reservedHeaders[i] && (name == reservedHeaders[i] || name < best) {
+				found[i] = name
+			}
+		}
+		if len(name) >= 5 && strings.EqualFold(name[:5], "nats-") && (i < 0 || reservedHeaders[i] != name) {
+			res = append(res, reservedHeader{key: name, value: v})
+		}
+	}
+	for i, name := range found {
+		if name != "" {
+			res = append(res, reservedHeader{key: reservedHeaders[i], value: h[name]})
+		}
+	}
+	// A canonical name and another header's own spelling never collide:
+	// the own spelling is added only when it differs from every canonical
+	// name. So the keys are distinct and one sort puts them in order.
+	slices.SortFunc(res, func(a, b reservedHeader) int { return strings.Compare(a.key, b.key) })
+	return res
+}
+
 // reservedIndex returns the index in reservedHeaders of the name equal to
 // name ignoring ASCII case, or -1.
 func reservedIndex(name string) int {
-	for i, r := range reservedHeaders {
-		if len(r) == len(name) && strings.EqualFold(r, name) {
-			return i
+	if len(name) >= len(reservedByLength) {
+		return -1
+	}
+	for _, i := range reservedByLength[len(name)] {
+		if strings.EqualFold(reservedHeaders[i], name) {
+			return int(i)
 		}
 	}
 	return -1
 }
+
+// reservedByLength lists the indexes in reservedHeaders of the names of
+// each length: reservedIndex runs once per header of every message, and
+// most header names match no reserved name's length. Its size is one more
+// than the longest name (43 bytes); a longer one panics at start-up.
+var reservedByLength = func() (by [44][]uint8) {
+	for i, r := range reservedHeaders {
+		by[len(r)] = append(by[len(r)], uint8(i))
+	}
+	return by
+}()
 
 // str maps the envelope's "" = unknown convention to null. It returns the
 // pointer, not the string: boxing a pointer does not allocate, and the

@@ -1,9 +1,7 @@
 package record
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"unicode/utf8"
 
@@ -24,11 +22,35 @@ const (
 
 // Payload is a normalised payload: Value is the JSON value to store (a jsonx
 // tree whose objects are jsonx.Object in key order, as jsonx.ParseSorted
-// returns them) and Info the payload_info object ({"original_format",
-// "sha256", "size_bytes", "wrapped"}).
+// returns them); Info returns the payload_info object.
 type Payload struct {
 	Value any
-	Info  jsonx.Object
+
+	format  string
+	wrapped bool
+	data    []byte
+	digest  string // hex SHA-256 of data, when already computed
+}
+
+// Info returns the payload_info object ({"original_format", "sha256",
+// "size_bytes", "wrapped"}). The digest of a JSON payload is computed here,
+// not by NormalisePayload: the SQL rows never store it, and hashing every
+// payload was a tenth of building a row.
+func (p Payload) Info() jsonx.Object {
+	digest := p.digest
+	if digest == "" {
+		digest = sha256Hex(p.data)
+	}
+	return jsonx.Object{
+		{Key: "original_format", Value: p.format},
+		{Key: "sha256", Value: digest},
+		{Key: "size_bytes", Value: len(p.data)},
+		{Key: "wrapped", Value: p.wrapped},
+	}
+}
+
+func parsed(v any, data []byte) Payload {
+	return Payload{Value: v, format: FormatJSON, data: data}
 }
 
 // Original formats recorded in payload_info.
@@ -47,20 +69,18 @@ const (
 // the server left its body out. An empty mode means json_or_envelope.
 func NormalisePayload(e *sink.Envelope, mode PayloadMode) (Payload, error) {
 	data := e.Data
-	sum := sha256.Sum256(data)
-	digest := hex.EncodeToString(sum[:])
 	if e.Payload.Omitted {
-		return wrapText(data, digest), nil
+		return wrapText(data), nil
 	}
 	switch mode {
 	case JSONOrEnvelope, "":
 		if !utf8.Valid(data) {
-			return wrapBytes(data, digest), nil
+			return wrapBytes(data), nil
 		}
 		if v, err := jsonx.ParseSorted(data); err == nil {
-			return Payload{Value: v, Info: info(FormatJSON, false, digest, len(data))}, nil
+			return parsed(v, data), nil
 		}
-		return wrapText(data, digest), nil
+		return wrapText(data), nil
 	case JSONOnly:
 		if !utf8.Valid(data) {
 			return Payload{}, notUTF8(e.Subject)
@@ -72,14 +92,14 @@ func NormalisePayload(e *sink.Envelope, mode PayloadMode) (Payload, error) {
 			return Payload{}, sink.AsPermanentType(sink.SerializationError,
 				errors.New("message payload for subject '"+e.Subject+"' is not valid JSON"))
 		}
-		return Payload{Value: v, Info: info(FormatJSON, false, digest, len(data))}, nil
+		return parsed(v, data), nil
 	case TextEnvelope:
 		if !utf8.Valid(data) {
 			return Payload{}, notUTF8(e.Subject)
 		}
-		return wrapText(data, digest), nil
+		return wrapText(data), nil
 	case BytesEnvelope:
-		return wrapBytes(data, digest), nil
+		return wrapBytes(data), nil
 	}
 	return Payload{}, sink.AsPermanentType(sink.SerializationError,
 		errors.New("unknown payload mode "+string(mode)))
@@ -90,26 +110,19 @@ func notUTF8(subject string) error {
 		errors.New("message payload for subject '"+subject+"' is not valid UTF-8"))
 }
 
-func info(format string, wrapped bool, digest string, size int) jsonx.Object {
-	return jsonx.Object{
-		{Key: "original_format", Value: format},
-		{Key: "sha256", Value: digest},
-		{Key: "size_bytes", Value: size},
-		{Key: "wrapped", Value: wrapped},
+func wrapText(data []byte) Payload {
+	digest := sha256Hex(data)
+	return Payload{
+		Value:  envelope("utf-8", FormatText, digest, len(data), string(data)),
+		format: FormatText, wrapped: true, data: data, digest: digest,
 	}
 }
 
-func wrapText(data []byte, digest string) Payload {
+func wrapBytes(data []byte) Payload {
+	digest := sha256Hex(data)
 	return Payload{
-		Value: envelope("utf-8", FormatText, digest, len(data), string(data)),
-		Info:  info(FormatText, true, digest, len(data)),
-	}
-}
-
-func wrapBytes(data []byte, digest string) Payload {
-	return Payload{
-		Value: envelope("base64", FormatBytes, digest, len(data), base64.StdEncoding.EncodeToString(data)),
-		Info:  info(FormatBytes, true, digest, len(data)),
+		Value:  envelope("base64", FormatBytes, digest, len(data), base64.StdEncoding.EncodeToString(data)),
+		format: FormatBytes, wrapped: true, data: data, digest: digest,
 	}
 }
 

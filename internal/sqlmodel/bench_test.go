@@ -19,7 +19,7 @@ func BenchmarkBuildRow(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := `{"n":0000000001,"pad":"` + strings.Repeat("x", 256-len(`{"n":0000000000,"pad":""}`)) + `"}`
+	body := `{"n":1000000001,"pad":"` + strings.Repeat("x", 256-len(`{"n":1000000000,"pad":""}`)) + `"}`
 	envs := make([]*sink.Envelope, 1000)
 	for i := range envs {
 		envs[i] = intake.Build(intake.Message{

@@ -48,6 +48,9 @@ type Writer struct {
 	Reduce bool
 	// Now returns the row build time (stored_at); nil means time.Now.
 	Now func() time.Time
+	// KeyOrders, when set, chooses the key order of each row's JSON texts
+	// (see Model.BuildRowOrdered); nil keeps them canonical.
+	KeyOrders KeyOrders
 	// Observe, when set, is called after each successful commit.
 	Observe func(Stats)
 }
@@ -75,7 +78,7 @@ func (w *Writer) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.
 	}
 	var rows []*Row
 	for i, e := range batch {
-		r, err := w.Model.BuildRow(e, now())
+		r, err := w.Model.BuildRowOrdered(e, now(), w.KeyOrders)
 		if err != nil {
 			results[i] = sink.Failed(err)
 			continue

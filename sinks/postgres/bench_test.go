@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -43,5 +46,71 @@ func BenchmarkWriteBatch(b *testing.B) {
 				b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "msgs/s")
 			})
 		}
+	}
+}
+
+// BenchmarkServerInsert is the server's own cost per row, without NATS or
+// the sink: rows built by the model (256-byte JSON payloads) are copied
+// into a temporary text table outside the timer, then one timed statement
+// inserts them into the auto-created table with the sink's upsert clause,
+// casting the JSON texts to jsonb. It compares the texts in canonical key
+// order with the texts in jsonb's order, which the sink sends to jsonb
+// columns. µs/row is wall time of the statement in one backend, i.e. its
+// CPU on an idle server.
+func BenchmarkServerInsert(b *testing.B) {
+	dsn := natstest.Service(b, dsnEnv)
+	const rows = 20000
+	for _, order := range []jsonx.KeyOrder{jsonx.CanonicalOrder, jsonx.JSONBOrder} {
+		name := map[jsonx.KeyOrder]string{jsonx.CanonicalOrder: "canonical", jsonx.JSONBOrder: "jsonb"}[order]
+		b.Run("order="+name, func(b *testing.B) {
+			c := baseConfig(b, dsn)
+			s := open(b, c)
+			t := s.model.Tables[0]
+			conn := db(b, dsn)
+			stage := "bench_stage_" + name
+			// As the sink's own sessions do when the server has lz4.
+			if s.lz4.Load() {
+				_, err := conn.Exec(b.Context(), "set default_toast_compression = lz4")
+				must(b, err)
+			}
+			_, err := conn.Exec(b.Context(), "create temp table "+stage+" (like "+c.Table+" including defaults)")
+			must(b, err)
+			// The temporary table holds text where the target has jsonb.
+			for _, f := range []sqlmodel.Field{sqlmodel.Payload, sqlmodel.Headers, sqlmodel.Metadata, sqlmodel.MissionMetadata, sqlmodel.SecurityLabels} {
+				_, err := conn.Exec(b.Context(), "alter table "+stage+" alter column "+s.model.Column(f)+" type text")
+				must(b, err)
+			}
+			pad := strings.Repeat("x", 256-len(`{"n":1000000000,"pad":""}`))
+			seq := uint64(0)
+			fill := func() {
+				built := make([]*sqlmodel.Row, rows)
+				for i := range built {
+					seq++
+					e := env("bench.x", "B", seq, "", fmt.Sprintf(`{"n":%010d,"pad":"%s"}`, 1000000000+seq, pad))
+					r, err := s.model.BuildRowOrdered(e, stored, func(*sqlmodel.Table, sqlmodel.Field) jsonx.KeyOrder { return order })
+					must(b, err)
+					built[i] = r
+				}
+				_, err := conn.Exec(b.Context(), "truncate "+stage)
+				must(b, err)
+				copySQL := "copy " + stage + " (" + sqlmodel.Postgres.QuoteAll(s.model.AllColumns()) + ") from stdin (format binary)"
+				_, err = conn.PgConn().CopyFrom(b.Context(), bytes.NewReader(encodeCopy(built)), copySQL)
+				must(b, err)
+			}
+			jsonb := map[string]bool{}
+			for _, f := range []sqlmodel.Field{sqlmodel.Payload, sqlmodel.Headers, sqlmodel.Metadata, sqlmodel.MissionMetadata, sqlmodel.SecurityLabels} {
+				jsonb[s.model.Column(f)] = true
+			}
+			insert := insertSQL(s.model, t, stage, jsonb)
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				fill()
+				b.StartTimer()
+				_, err := conn.Exec(b.Context(), insert)
+				must(b, err)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N*rows)*1e6, "µs/row")
+		})
 	}
 }

@@ -225,6 +225,13 @@ func TestGoldenRow(t *testing.T) {
 		if diff := cmp.Diff([]bool{true, true, true, true, true}, same); diff != "" {
 			t.Errorf("payload, headers, metadata, mission, security equal to the reference (-want +got):\n%s", diff)
 		}
+		// The texts were sent in jsonb's key order (the server's sort
+		// then has nothing to do); the stored values above are the same.
+		for _, f := range []sqlmodel.Field{sqlmodel.Payload, sqlmodel.Headers, sqlmodel.Metadata} {
+			if got := s.keyOrder(s.model.Tables[0], f); got != jsonx.JSONBOrder {
+				t.Errorf("key order of %s = %v, want JSONBOrder", s.model.Column(f), got)
+			}
+		}
 	})
 
 	t.Run("text columns keep the canonical text", func(t *testing.T) {
@@ -704,10 +711,15 @@ func TestStatementFitsColumnTypes(t *testing.T) {
 	if diff := cmp.Diff(want, casts()); diff != "" {
 		t.Errorf("casts once the table exists (-want +got):\n%s", diff)
 	}
-	var p, h string
-	must(t, conn.QueryRow(t.Context(), `select payload_json::text, headers_json::text from `+c.Table).Scan(&p, &h))
+	var p, h, m string
+	must(t, conn.QueryRow(t.Context(), `select payload_json::text, headers_json::text, metadata_json from `+c.Table).Scan(&p, &h, &m))
 	if p != `{"a": 2, "b": 1}` || h != `{}` {
 		t.Errorf("payload, headers = %s, %s", p, h)
+	}
+	// The jsonb payload column was sent jsonb's key order; the text
+	// column next to it must still hold the canonical text.
+	if m == "" || !strings.HasPrefix(m, `{"custody":null,"freshness":{"event_age_at_receive_seconds":`) {
+		t.Errorf("metadata_json text is not the canonical document: %.120s", m)
 	}
 }
 
