@@ -43,6 +43,11 @@ type Sink struct {
 	mu    sync.Mutex
 	conn  *sql.Conn
 	stmts map[*sqlmodel.Table]insert
+	// chunks holds each table's multi-row statement of chunk rows (see
+	// Exec); chunk is chunkRows, 1 in tests that compare with row-by-row
+	// execution.
+	chunks map[*sqlmodel.Table]*sql.Stmt
+	chunk  int
 	// open is true while a transaction may be open on conn (a failed
 	// ROLLBACK leaves it so); the next Begin rolls it back first.
 	open bool
@@ -81,7 +86,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}}
+	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows}
 	if s.conn, err = db.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, classify(model.Mode, err))
@@ -267,33 +272,71 @@ func (s *Sink) beginLocked(ctx context.Context) (tx, error) {
 // Rollback.
 type tx struct{ s *Sink }
 
-// Exec runs the table's prepared statement once per row. SQLite has no
-// network round trip, so per-row execution of one prepared statement costs
-// about as much as a multi-row VALUES list and tells which rows were
-// already present (0 rows changed).
+// Exec writes the group's rows in order. Where no row can be skipped
+// silently (modes upsert with update columns, insert, append), full chunks
+// of chunkRows rows go through one multi-row statement each: per-row
+// execution opened and closed the table and index cursors and crossed
+// database/sql and the driver once per row, which a chunk does once
+// (measured: about a tenth less CPU per row, see docs/performance.md).
+// SQLite applies the rows of a VALUES list one after another, exactly as
+// the same statements run row by row would, repeated keys included. The
+// other rows, and every row in insert_ignore and upsert without update
+// columns, run the one-row statement, whose 0 rows changed tells which
+// rows were already present.
 func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	st, err := t.s.stmt(ctx, g.Table)
 	if err != nil {
 		return 0, err
 	}
-	var affected int64
-	args := make([]any, sqlmodel.NumFields, sqlmodel.NumFields+1)
-	var stamp []byte
 	// The driver watches a cancellable context with a goroutine per
 	// statement; a row takes microseconds, so cancellation is checked
-	// between rows instead, which is as prompt and cheaper.
+	// between statements instead, which is as prompt and cheaper.
 	rowCtx := context.WithoutCancel(ctx)
-	for _, r := range g.Rows {
+	// What the received_at column's default would store, from the same
+	// clock, without SQLite formatting it per row (strftime took a fifth
+	// of the time inside the write lock): the transaction's start, as
+	// PostgreSQL's now() is.
+	stamp := time.Now().UTC().Format(receivedAtLayout)
+	rows := g.Rows
+	var affected int64
+	n := t.s.chunk
+	if chunked(t.s.model.Mode, g.Table) && n > 1 && len(rows) >= n {
+		chunk, err := t.s.chunkStmt(ctx, g.Table, st.receivedAt)
+		if err != nil {
+			return 0, err
+		}
+		args := make([]any, 0, n*(int(sqlmodel.NumFields)+1))
+		for len(rows) >= n {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			args = args[:0]
+			for _, r := range rows[:n] {
+				args = append(args, r.Values[:]...)
+				if st.receivedAt {
+					args = append(args, stamp)
+				}
+			}
+			res, err := chunk.ExecContext(rowCtx, args...)
+			if err != nil {
+				return 0, fmt.Errorf("stream seq %v to %v: %w", rows[0].Values[sqlmodel.StreamSequence], rows[n-1].Values[sqlmodel.StreamSequence], err)
+			}
+			changed, err := res.RowsAffected()
+			if err != nil {
+				return 0, err
+			}
+			affected += changed
+			rows = rows[n:]
+		}
+	}
+	args := make([]any, sqlmodel.NumFields, sqlmodel.NumFields+1)
+	for _, r := range rows {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
 		copy(args, r.Values[:])
 		if st.receivedAt {
-			// What the column's default would store, from the same
-			// clock, without SQLite formatting it per row (strftime
-			// took a fifth of the time inside the write lock).
-			stamp = time.Now().UTC().AppendFormat(stamp[:0], receivedAtLayout)
-			args = append(args[:sqlmodel.NumFields], string(stamp))
+			args = append(args[:sqlmodel.NumFields], stamp)
 		}
 		res, err := st.ExecContext(rowCtx, args...)
 		if err != nil {
@@ -331,6 +374,39 @@ func (t tx) Rollback() error {
 		t.s.open = false
 	}
 	return err
+}
+
+// chunkRows is the number of rows of a multi-row statement: 64 × 17
+// parameters stays far below SQLite's limit of 32,766, and longer chunks
+// gained nothing more in our measurements.
+const chunkRows = 64
+
+// chunked reports whether t's rows may be written in multi-row
+// statements: not when the statement may leave a row alone (insert_ignore,
+// upsert without update columns), because only a row's own execution tells
+// that it was already present.
+func chunked(mode sqlmodel.Mode, t *sqlmodel.Table) bool {
+	switch mode {
+	case sqlmodel.Upsert:
+		return len(t.Update) > 0
+	case sqlmodel.InsertIgnore:
+		return false
+	}
+	return true
+}
+
+// chunkStmt returns the table's s.chunk-row statement, preparing it on
+// first use (after stmt, which decides receivedAt).
+func (s *Sink) chunkStmt(ctx context.Context, t *sqlmodel.Table, receivedAt bool) (*sql.Stmt, error) {
+	if st, ok := s.chunks[t]; ok {
+		return st, nil
+	}
+	st, err := s.conn.PrepareContext(ctx, insertRowsSQL(s.model, t, receivedAt, s.chunk))
+	if err != nil {
+		return nil, err
+	}
+	s.chunks[t] = st
+	return st, nil
 }
 
 // insert is one table's prepared statement.
@@ -408,8 +484,13 @@ func (s *Sink) hasReceivedAtDefault(ctx context.Context, t *sqlmodel.Table) (boo
 // insertSQL is the statement for one row of t (sinks.md §5 shapes with ?
 // placeholders), with the received_at column bound last when receivedAt.
 func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, receivedAt bool) string {
+	return insertRowsSQL(m, t, receivedAt, 1)
+}
+
+// insertRowsSQL is insertSQL with a VALUES list of n rows.
+func insertRowsSQL(m *sqlmodel.Model, t *sqlmodel.Table, receivedAt bool, n int) string {
 	d := m.Dialect
-	n := int(sqlmodel.NumFields)
+	params := int(sqlmodel.NumFields)
 	var b strings.Builder
 	b.WriteString("insert into ")
 	b.WriteString(d.Quote(t.Name))
@@ -417,11 +498,11 @@ func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, receivedAt bool) string {
 	b.WriteString(d.QuoteAll(m.AllColumns()))
 	if receivedAt {
 		b.WriteString(", " + d.Quote("received_at"))
-		n++
+		params++
 	}
-	b.WriteString(") values (")
-	b.WriteString(strings.TrimSuffix(strings.Repeat("?, ", n), ", "))
-	b.WriteString(")")
+	b.WriteString(") values ")
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", params), ", ") + ")"
+	b.WriteString(strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", "))
 	switch m.Mode {
 	case sqlmodel.InsertIgnore:
 		b.WriteString(" on conflict do nothing")
@@ -513,7 +594,10 @@ func (s *Sink) Stop(ctx context.Context) error {
 		for _, st := range s.stmts {
 			st.Close()
 		}
-		s.stmts = nil
+		for _, st := range s.chunks {
+			st.Close()
+		}
+		s.stmts, s.chunks = nil, nil
 		if s.conn != nil {
 			err = s.conn.Close()
 			s.conn = nil
