@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,14 +22,32 @@ const (
 	slowWrite   = 1600 * time.Millisecond
 )
 
-// slowScript answers a key's first request after slowWrite and every later
-// one at once.
-func slowScript(_ string, attempt int) reply {
-	if attempt == 1 {
-		return reply{delay: slowWrite}
+// slowScript answers a key's first request after slowWrite plus a step
+// per batch (the n-th first request belongs to batch n/slowBatch; four
+// batches are in flight), and every later request at once. Batches that
+// all took exactly slowWrite finished together: their ACKs reached the
+// server before the runner's next fetch, which the expired messages need
+// to be redelivered (a pull consumer redelivers only into a pull
+// request), so a run could end with no redelivery at all. Staggered, the
+// first batch to finish fetches again while the others still hold
+// expired messages.
+func slowScript() func(string, int) reply {
+	var mu sync.Mutex
+	firsts := 0
+	return func(_ string, attempt int) reply {
+		if attempt > 1 {
+			return reply{}
+		}
+		mu.Lock()
+		batch := firsts / slowBatch
+		firsts++
+		mu.Unlock()
+		return reply{delay: slowWrite + time.Duration(batch%4)*500*time.Millisecond}
 	}
-	return reply{}
 }
+
+// slowBatch is the batch size of the slow-sink runs.
+const slowBatch = 25
 
 // slowRun publishes n messages, runs the connector against an endpoint that
 // is slower than AckWait, waits until everything is acknowledged, and
@@ -39,10 +58,10 @@ func slowRun(t *testing.T, n int, inProgress map[string]any) (*endpoint, *member
 	_, js := natstest.Connect(t, s)
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "FSLOW", Subjects: []string{"fslow.>"}})
 	natstest.PublishN(t, js, "fslow.events", n, body)
-	ep := newEndpoint(t, "FSLOW", slowScript)
-	d := newRunDoc([]string{s.ClientURL()}, "FSLOW", "fslow", "fslow.>", httpSink(ep, 25))
+	ep := newEndpoint(t, "FSLOW", slowScript())
+	d := newRunDoc([]string{s.ClientURL()}, "FSLOW", "fslow", "fslow.>", httpSink(ep, slowBatch))
 	d.Consumer["ack_wait_seconds"] = slowAckWait
-	d.Delivery = with(d.Delivery, "batch_size", 25, "max_in_flight_batches", 4)
+	d.Delivery = with(d.Delivery, "batch_size", slowBatch, "max_in_flight_batches", 4)
 	if inProgress != nil {
 		d.Delivery["in_progress"] = inProgress
 	}
