@@ -9,9 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +44,7 @@ type benchOptions struct {
 	encrypt      bool
 	format       string
 	keep         bool
+	rounds       int
 
 	// cfg is the --config file, loaded; explicit records which flags were
 	// given, so that --batch-size and --in-flight override the file only
@@ -83,6 +86,7 @@ func runBench(env *Env, args []string) int {
 	fs.BoolVar(&o.encrypt, "encrypt", false, "encrypt all subjects with a random key")
 	fs.StringVar(&o.format, "format", "text", "text or json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
+	fs.IntVar(&o.rounds, "rounds", 1, "repeat every phase this many times, each round on a fresh stream, and report medians")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server included when embedded) to FILE")
 	pos, code := parseFlags(env, fs, args)
 	if code >= 0 {
@@ -133,7 +137,7 @@ func runBench(env *Env, args []string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rows, header, err := o.run(ctx, env)
+	rounds, header, err := o.run(ctx, env)
 	if err != nil {
 		if pipeline.IsConfigError(err) {
 			fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
@@ -142,7 +146,7 @@ func runBench(env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
 		return exitRuntime
 	}
-	printBench(env.Stdout, o.format, header, rows)
+	printBench(env.Stdout, o.format, header, rounds)
 	return exitOK
 }
 
@@ -158,6 +162,8 @@ func (o *benchOptions) check() error {
 		return errors.New("--in-flight must be between 1 and 64")
 	case o.format != "text" && o.format != "json":
 		return errors.New("--format must be text or json")
+	case o.rounds < 1 || o.rounds > 100:
+		return errors.New("--rounds must be between 1 and 100")
 	}
 	for _, s := range o.sinks {
 		switch {
@@ -197,7 +203,9 @@ type benchTarget struct {
 	where   string
 }
 
-func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, error) {
+// run connects (or starts the embedded server) once and runs o.rounds
+// rounds; it returns each round's rows and the table's title.
+func (o *benchOptions) run(ctx context.Context, env *Env) ([][]benchRow, string, error) {
 	tmp, err := os.MkdirTemp("", "nats-sink-bench-")
 	if err != nil {
 		return nil, "", err
@@ -240,17 +248,6 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	id := randomHex(8)
-	t.stream = "NATS_SINKS_BENCH_" + strings.ToUpper(id)
-	t.subject = "nats-sinks-bench." + id
-	if _, err := t.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: t.stream, Subjects: []string{t.subject + ".>"}, Storage: jetstream.FileStorage,
-	}); err != nil {
-		return nil, "", fmt.Errorf("create stream %s: %w", t.stream, err)
-	}
-	if !o.keep {
-		defer t.js.DeleteStream(context.WithoutCancel(ctx), t.stream)
-	}
 
 	header := fmt.Sprintf("nats-sink bench — %s, %d msgs × %d B, batch %d, in-flight %d, sink %s",
 		t.where, o.messages, o.payloadBytes, o.batchSize, o.inFlight, strings.Join(o.sinks, ","))
@@ -259,17 +256,47 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 		// ceiling still plain-ACKs: say so, since it changes every ratio.
 		header += ", ack confirmation on"
 	}
+	if o.rounds > 1 {
+		header += fmt.Sprintf(", %d rounds (medians)", o.rounds)
+	}
+	var rounds [][]benchRow
+	for r := range o.rounds {
+		rows, err := o.round(ctx, env, t, r)
+		if err != nil {
+			return nil, "", err
+		}
+		rounds = append(rounds, rows)
+	}
+	return rounds, header, nil
+}
+
+// round runs every phase once on a fresh stream: publish, the ceiling,
+// then each pipeline (after the bare file loop for the file sink). A fresh
+// stream per round gives every round the same work: on the same messages,
+// a SQL sink's second round would update the rows the first one inserted.
+func (o *benchOptions) round(ctx context.Context, env *Env, t *benchTarget, r int) ([]benchRow, error) {
+	id := randomHex(8)
+	t.stream = "NATS_SINKS_BENCH_" + strings.ToUpper(id)
+	t.subject = "nats-sinks-bench." + id
+	if _, err := t.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: t.stream, Subjects: []string{t.subject + ".>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", t.stream, err)
+	}
+	if !o.keep {
+		defer t.js.DeleteStream(context.WithoutCancel(ctx), t.stream)
+	}
 	var rows []benchRow
 
 	row, err := o.publish(ctx, t)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	rows = append(rows, row)
 
 	row, err = o.ceiling(ctx, t)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	rows = append(rows, row)
 	limit := 10*time.Duration(row.Seconds*float64(time.Second)) + 30*time.Second
@@ -278,17 +305,17 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([]benchRow, string, e
 		if s == "file" {
 			row, err := o.bareFiles(ctx, t)
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
 			rows = append(rows, row)
 		}
-		row, err := o.pipeline(ctx, env, t, s, i, limit)
+		row, err := o.pipeline(ctx, env, t, s, r*len(o.sinks)+i, limit)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		rows = append(rows, row)
 	}
-	return rows, header, nil
+	return rows, nil
 }
 
 // publish sends o.messages messages with async publish and waits for every
@@ -389,25 +416,82 @@ func recordSize(t *benchTarget, payloadBytes int) int {
 	return len(jsonx.Marshal(record.FileRecord(e, p, true, time.Now()), jsonx.UTF8)) + 1
 }
 
-func printBench(w io.Writer, format, header string, rows []benchRow) {
-	var ceiling float64
+// benchPhase is one phase over all rounds.
+type benchPhase struct {
+	Phase string
+	Msgs  int
+	// Seconds and Rate are the medians over the rounds.
+	Seconds, Rate float64
+	// Percent is the median over the rounds of the phase's rate as a
+	// percentage of the same round's ceiling (NaN for publish): each ratio
+	// compares phases run minutes apart at most, so machine noise moves
+	// both sides alike.
+	Percent float64
+	// Percents holds each round's percentage.
+	Percents []float64
+}
+
+// summarise reduces rounds (each with the same phases in the same order)
+// to one benchPhase per phase.
+func summarise(rounds [][]benchRow) []benchPhase {
+	var out []benchPhase
+	for i, first := range rounds[0] {
+		p := benchPhase{Phase: first.Phase, Msgs: first.Msgs, Percent: math.NaN()}
+		var secs, rates []float64
+		for _, rows := range rounds {
+			r := rows[i]
+			secs, rates = append(secs, r.Seconds), append(rates, r.rate())
+			if c := ceilingRate(rows); r.Phase != "publish" && c > 0 {
+				p.Percents = append(p.Percents, 100*r.rate()/c)
+			}
+		}
+		p.Seconds, p.Rate = median(secs), median(rates)
+		if len(p.Percents) > 0 {
+			p.Percent = median(p.Percents)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func ceilingRate(rows []benchRow) float64 {
 	for _, r := range rows {
 		if r.Phase == "consume+ack ceiling" {
-			ceiling = r.rate()
+			return r.rate()
 		}
 	}
-	pct := func(r benchRow) string {
-		if r.Phase == "publish" || ceiling == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.1f", 100*r.rate()/ceiling)
+	return 0
+}
+
+// median returns the middle value of xs (the mean of the two middle ones
+// for an even count); xs is not modified.
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
 	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// printBench writes the table: one row per phase, the medians of the
+// rounds, and with more than one round each round's % of its ceiling.
+func printBench(w io.Writer, format, header string, rounds [][]benchRow) {
+	phases := summarise(rounds)
 	if format == "json" {
 		var list []any
-		for _, r := range rows {
-			item := map[string]any{"phase": r.Phase, "msgs": r.Msgs, "seconds": r.Seconds, "msgs_per_second": r.rate()}
-			if p := pct(r); p != "-" {
-				item["percent_of_ceiling"] = 100 * r.rate() / ceiling
+		for _, p := range phases {
+			item := map[string]any{"phase": p.Phase, "msgs": p.Msgs, "seconds": p.Seconds, "msgs_per_second": p.Rate}
+			if !math.IsNaN(p.Percent) {
+				item["percent_of_ceiling"] = p.Percent
+			}
+			if len(rounds) > 1 && len(p.Percents) > 0 {
+				each := make([]any, len(p.Percents))
+				for i, v := range p.Percents {
+					each[i] = v
+				}
+				item["rounds_percent_of_ceiling"] = each
 			}
 			list = append(list, item)
 		}
@@ -415,9 +499,25 @@ func printBench(w io.Writer, format, header string, rows []benchRow) {
 		return
 	}
 	fmt.Fprintln(w, header)
-	fmt.Fprintf(w, "%-25s %-8s %-9s %-10s %s\n", "PHASE", "MSGS", "SECONDS", "MSGS/S", "% OF CEILING")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%-25s %-8d %-9.3f %-10.0f %s\n", r.Phase, r.Msgs, r.Seconds, r.rate(), pct(r))
+	title := fmt.Sprintf("%-25s %-8s %-9s %-10s %s", "PHASE", "MSGS", "SECONDS", "MSGS/S", "% OF CEILING")
+	if len(rounds) > 1 {
+		title += "   ROUNDS (% OF CEILING)"
+	}
+	fmt.Fprintln(w, title)
+	for _, p := range phases {
+		pct := "-"
+		if !math.IsNaN(p.Percent) {
+			pct = fmt.Sprintf("%.1f", p.Percent)
+		}
+		line := fmt.Sprintf("%-25s %-8d %-9.3f %-10.0f %s", p.Phase, p.Msgs, p.Seconds, p.Rate, pct)
+		if len(rounds) > 1 && len(p.Percents) > 0 && p.Phase != "consume+ack ceiling" {
+			each := make([]string, len(p.Percents))
+			for i, v := range p.Percents {
+				each[i] = fmt.Sprintf("%.1f", v)
+			}
+			line = fmt.Sprintf("%-70s %s", line, strings.Join(each, " "))
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 
