@@ -13,16 +13,19 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 )
 
+// parseSeeds seed FuzzParse and FuzzAppendCanonical.
+var parseSeeds = []string{
+	``, `null`, `true`, `0`, `-0`, `-0.0`, `1e400`, `1e-400`, `123456789012345678901234567890`,
+	`"a\"b\\c\/\b\f\n\r\t\u00e9\ud83d\ude00"`, `"\ud800"`, `"\udc00x"`,
+	`{"a":1,"a":2}`, `{"a":[1,{"b":NaN}]}`, `[Infinity]`, `-Infinity`,
+	`{"b":{"c":[]},"a":[1,2.5,"x",true,false,null,{}]}`, "{\n  \"a\": 1,\n  \"b\" 2\n}",
+	"\xef\xbb\xbf{}", "\"\xff\"", "\"a\x01\"", `[1,]`, `{"a":1,}`, `01`, `1.`, `.5`,
+	strings.Repeat("[", 1001) + strings.Repeat("]", 1001),
+	`{"classification":null,"labels":["billing","eu"],"payload":{"present":true},"pending":3}`,
+}
+
 func FuzzParse(f *testing.F) {
-	for _, seed := range []string{
-		``, `null`, `true`, `0`, `-0`, `-0.0`, `1e400`, `1e-400`, `123456789012345678901234567890`,
-		`"a\"b\\c\/\b\f\n\r\t\u00e9\ud83d\ude00"`, `"\ud800"`, `"\udc00x"`,
-		`{"a":1,"a":2}`, `{"a":[1,{"b":NaN}]}`, `[Infinity]`, `-Infinity`,
-		`{"b":{"c":[]},"a":[1,2.5,"x",true,false,null,{}]}`, "{\n  \"a\": 1,\n  \"b\" 2\n}",
-		"\xef\xbb\xbf{}", "\"\xff\"", "\"a\x01\"", `[1,]`, `{"a":1,}`, `01`, `1.`, `.5`,
-		strings.Repeat("[", 1001) + strings.Repeat("]", 1001),
-		`{"classification":null,"labels":["billing","eu"],"payload":{"present":true},"pending":3}`,
-	} {
+	for _, seed := range parseSeeds {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

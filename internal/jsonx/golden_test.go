@@ -62,7 +62,7 @@ func TestGoldenFileRecordPretty(t *testing.T) {
 	}
 }
 
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

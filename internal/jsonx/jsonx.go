@@ -11,6 +11,8 @@
 //
 // AppendOrdered writes the same values with another member order
 // (KeyOrder): PostgreSQL's jsonb order, for text bound to jsonb columns.
+// AppendCanonical goes from JSON text to its encoding without a tree, for
+// payloads that are re-encoded but never inspected.
 package jsonx
 
 import (

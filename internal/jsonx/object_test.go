@@ -142,11 +142,13 @@ func manyKeys(n int, next func(i int) int, extra string) string {
 	return b.String()
 }
 
-func TestParseSortedAgreesWithParse(t *testing.T) {
+// parseSortedInputs are documents that exercise ParseSorted's ordering and
+// duplicate detection; the AppendCanonical tests share them.
+func parseSortedInputs() []string {
 	ascending := func(i int) int { return i }
 	descending := func(i int) int { return 1000 - i }
 	shuffled := func(i int) int { return (i * 37) % 101 }
-	for _, in := range []string{
+	return []string{
 		`{}`, `{"b":1,"a":{"d":[{"z":1,"y":2}],"c":{}}}`, `[{"x":1},{"x":2}]`, `"s"`, `1.5`,
 		// Duplicates: the first repeated key in document order is named,
 		// and an error later in the same object wins.
@@ -157,7 +159,11 @@ func TestParseSortedAgreesWithParse(t *testing.T) {
 		manyKeys(101, shuffled, `,"k1005":0`), manyKeys(101, shuffled, `,"zz":1,"k1000":0`),
 		manyKeys(31, descending, `,"k1985":0`), manyKeys(31, descending, `,"k1500":0`),
 		`{"a":1,`, `{"a" 1}`, `{"a":1 "b":2}`, `{1:2}`,
-	} {
+	}
+}
+
+func TestParseSortedAgreesWithParse(t *testing.T) {
+	for _, in := range parseSortedInputs() {
 		want, wantErr := jsonx.Parse([]byte(in))
 		got, err := jsonx.ParseSorted([]byte(in))
 		if !sameError(err, wantErr) {

@@ -14,12 +14,16 @@ import (
 // floatBits makes cmp tell 0.0 from -0.0.
 var floatBits = cmp.Comparer(func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) })
 
-func TestParseValues(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		in   string
-		want any
-	}{
+// parseValueCase is a valid document and the value Parse returns for it.
+type parseValueCase struct {
+	name string
+	in   string
+	want any
+}
+
+// parseValueCases are shared with the AppendCanonical tests.
+func parseValueCases() []parseValueCase {
+	return []parseValueCase{
 		{"null", "null", nil},
 		{"true with whitespace", " \t\r\n true \n", true},
 		{"false", "false", false},
@@ -51,7 +55,11 @@ func TestParseValues(t *testing.T) {
 		{"same key in different objects", `{"a":{"a":1},"b":{"a":2}}`, map[string]any{
 			"a": map[string]any{"a": jsonx.Integer("1")}, "b": map[string]any{"a": jsonx.Integer("2")},
 		}},
-	} {
+	}
+}
+
+func TestParseValues(t *testing.T) {
+	for _, tt := range parseValueCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := jsonx.Parse([]byte(tt.in))
 			if err != nil {
@@ -98,7 +106,15 @@ func TestParseMaxDepth(t *testing.T) {
 	}
 }
 
-func TestParseErrors(t *testing.T) {
+// parseErrorCase is an invalid document and the error Parse returns for it.
+type parseErrorCase struct {
+	name string
+	in   string
+	want error
+}
+
+// parseErrorCases are shared with the AppendCanonical tests.
+func parseErrorCases() []parseErrorCase {
 	syn := func(line, col int, reason string) error {
 		return &jsonx.SyntaxError{Line: line, Column: col, Reason: reason}
 	}
@@ -116,11 +132,7 @@ func TestParseErrors(t *testing.T) {
 		depth     = "nesting deeper than 1000 levels"
 		digit     = "expecting a digit"
 	)
-	for _, tt := range []struct {
-		name string
-		in   string
-		want error
-	}{
+	return []parseErrorCase{
 		// Duplicate keys: the path is the object holding the key.
 		{"duplicate at root", `{"a":1,"a":2}`, dup("(root)", "a")},
 		{"duplicate nested", `{"nats":{"urls":["x"],"stream":"s","urls":[]}}`, dup("nats", "urls")},
@@ -203,7 +215,11 @@ func TestParseErrors(t *testing.T) {
 		{"NUL outside strings", "[1\x00]", syn(1, 3, "unexpected character '\\x00', expecting ',' or ']'")},
 		{"form feed is not whitespace", "\f1", syn(1, 1, "unexpected character '\\f', expecting a value")},
 		{"no-break space is not whitespace", "\u00a01", syn(1, 1, "unexpected character '\\u00a0', expecting a value")},
-	} {
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tt := range parseErrorCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := jsonx.Parse([]byte(tt.in))
 			if err == nil {

@@ -142,9 +142,28 @@ func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders Key
 	fail := func(err error) (*Row, error) {
 		return nil, fmt.Errorf("%s row for subject %s (stream seq %d): %w", m.Dialect, e.Subject, e.StreamSequence, err)
 	}
-	p, err := record.NormalisePayload(e, m.PayloadMode)
-	if err != nil {
-		return fail(err)
+	order := func(f Field) jsonx.KeyOrder {
+		if orders == nil {
+			return jsonx.CanonicalOrder
+		}
+		return orders(t, f)
+	}
+	// The payload's text, straight from its bytes; only payload_field
+	// needs the parsed tree, to walk it.
+	payload := func(dst []byte) ([]byte, error) {
+		return record.AppendPayload(dst, e, m.PayloadMode, jsonx.ASCII, order(Payload))
+	}
+	var tree any
+	var err error
+	if t.Strategy == StrategyPayloadField {
+		p, err := record.NormalisePayload(e, m.PayloadMode)
+		if err != nil {
+			return fail(err)
+		}
+		tree = p.Value
+		payload = func(dst []byte) ([]byte, error) {
+			return jsonx.AppendOrdered(dst, p.Value, jsonx.ASCII, order(Payload)), nil
+		}
 	}
 
 	var msgID any
@@ -161,7 +180,7 @@ func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders Key
 			return fail(sink.AsPermanentType(sink.ValidationError, errors.New("message_id idempotency requires a message id header")))
 		}
 	case StrategyPayloadField:
-		v, err := PayloadFieldValue(p.Value, t.PayloadField)
+		v, err := PayloadFieldValue(tree, t.PayloadField)
 		if err != nil {
 			return fail(sink.AsPermanentType(sink.ValidationError, err))
 		}
@@ -199,36 +218,37 @@ func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders Key
 	if v[StoredAtEpochNS], err = epochNS(stored, "store time"); err != nil {
 		return fail(err)
 	}
-	v[Payload], v[Headers], v[Metadata] = jsonTexts(e, p, stored, t, orders)
+	if v[Payload], v[Headers], v[Metadata], err = jsonTexts(e, payload, stored, order); err != nil {
+		return fail(err)
+	}
 	v[MissionMetadata] = "null"
 	v[SecurityLabels] = "null"
 	return r, nil
 }
 
-// jsonTexts encodes the payload, headers and metadata texts of a row into
-// one buffer and returns them as three substrings of one string: one
-// allocation and copy instead of one per document and a tree per metadata
-// document (the row's JSON was about a fifth of the whole pipeline's CPU
-// per message before).
-func jsonTexts(e *sink.Envelope, p record.Payload, stored time.Time, t *Table, orders KeyOrders) (payload, headers, metadata string) {
-	order := func(f Field) jsonx.KeyOrder {
-		if orders == nil {
-			return jsonx.CanonicalOrder
-		}
-		return orders(t, f)
-	}
+// jsonTexts encodes the payload (with the given function), headers and
+// metadata texts of a row into one buffer and returns them as three
+// substrings of one string: one allocation and copy instead of one per
+// document, and no tree (the row's JSON was about a fifth of the whole
+// pipeline's CPU per message before).
+func jsonTexts(e *sink.Envelope, payload func([]byte) ([]byte, error), stored time.Time, order func(Field) jsonx.KeyOrder) (p, h, m string, err error) {
 	buf := scratch.Get().(*[]byte)
-	b := jsonx.AppendOrdered((*buf)[:0], p.Value, jsonx.ASCII, order(Payload))
+	defer func() {
+		if cap(*buf) <= maxScratch {
+			scratch.Put(buf)
+		}
+	}()
+	b, err := payload((*buf)[:0])
+	if err != nil {
+		return "", "", "", err
+	}
 	endPayload := len(b)
 	b = record.AppendHeaders(b, e, jsonx.ASCII, order(Headers))
 	endHeaders := len(b)
 	b = record.AppendMetadata(b, e, stored, true, jsonx.ASCII, order(Metadata))
+	*buf = b
 	s := string(b)
-	if cap(b) <= maxScratch {
-		*buf = b
-		scratch.Put(buf)
-	}
-	return s[:endPayload], s[endPayload:endHeaders], s[endHeaders:]
+	return s[:endPayload], s[endPayload:endHeaders], s[endHeaders:], nil
 }
 
 // scratch holds the buffers jsonTexts encodes into (a stack array escapes
