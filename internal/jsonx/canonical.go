@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -619,58 +617,21 @@ func appendRune(dst []byte, r rune, ascii bool) []byte {
 // and floats in AppendFloat's spelling.
 func (c *canon) number(dst []byte) ([]byte, error) {
 	p := &c.parser
-	data := p.data
-	start, i := p.pos, p.pos
-	if data[i] == '-' {
-		i++
+	start := p.pos
+	i, isFloat, err := p.scanNumber()
+	if err != nil {
+		return dst, err
 	}
-	switch {
-	case i < len(data) && data[i] == '0':
-		i++
-	case i < len(data) && data[i] >= '1' && data[i] <= '9':
-		i = digits(data, i)
-	default:
-		return dst, p.digitError(i)
-	}
-	isFloat := false
-	if i < len(data) && data[i] == '.' {
-		isFloat = true
-		i++
-		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			return dst, p.digitError(i)
-		}
-		i = digits(data, i)
-	}
-	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
-		isFloat = true
-		i++
-		if i < len(data) && (data[i] == '+' || data[i] == '-') {
-			i++
-		}
-		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			return dst, p.digitError(i)
-		}
-		i = digits(data, i)
-	}
-	tok := data[start:i]
 	if !isFloat {
-		n := len(tok)
-		if tok[0] == '-' {
-			n--
-			if n == 1 && tok[1] == '0' {
-				p.pos = i
-				return append(dst, '0'), nil
-			}
-		}
-		if n > MaxIntegerDigits {
-			return dst, p.syntaxError(start, reasonIntDigits)
-		}
 		p.pos = i
-		return append(dst, tok...), nil
+		if p.isNegativeZero(start, i) {
+			return append(dst, '0'), nil
+		}
+		return append(dst, p.data[start:i]...), nil
 	}
-	f, err := strconv.ParseFloat(string(tok), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return dst, p.syntaxError(start, reasonRange)
+	f, err := p.float(start, i)
+	if err != nil {
+		return dst, err
 	}
 	p.pos = i
 	return AppendFloat(dst, f), nil

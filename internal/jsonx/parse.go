@@ -512,6 +512,32 @@ func (p *parser) hex4(i int) (rune, bool) {
 // number parses a number token. Tokens without '.', 'e' or 'E' are kept
 // exactly as Integer; the others become float64.
 func (p *parser) number() (any, error) {
+	start := p.pos
+	i, isFloat, err := p.scanNumber()
+	if err != nil {
+		return nil, err
+	}
+	if !isFloat {
+		if p.isNegativeZero(start, i) {
+			p.pos = i
+			return Integer("0"), nil
+		}
+		p.pos = i
+		return Integer(p.src[start:i]), nil
+	}
+	f, err := p.float(start, i)
+	if err != nil {
+		return nil, err
+	}
+	p.pos = i
+	return f, nil
+}
+
+// scanNumber checks the number token at p.pos against the JSON grammar and
+// returns its end and whether it is a float (has '.', 'e' or 'E'). An
+// integer longer than MaxIntegerDigits digits is an error. It does not
+// move p.pos.
+func (p *parser) scanNumber() (end int, isFloat bool, err error) {
 	data := p.data
 	start, i := p.pos, p.pos
 	if data[i] == '-' {
@@ -523,14 +549,13 @@ func (p *parser) number() (any, error) {
 	case i < len(data) && data[i] >= '1' && data[i] <= '9':
 		i = digits(data, i)
 	default:
-		return nil, p.digitError(i)
+		return 0, false, p.digitError(i)
 	}
-	isFloat := false
 	if i < len(data) && data[i] == '.' {
 		isFloat = true
 		i++
 		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			return nil, p.digitError(i)
+			return 0, false, p.digitError(i)
 		}
 		i = digits(data, i)
 	}
@@ -541,33 +566,44 @@ func (p *parser) number() (any, error) {
 			i++
 		}
 		if i >= len(data) || data[i] < '0' || data[i] > '9' {
-			return nil, p.digitError(i)
+			return 0, false, p.digitError(i)
 		}
 		i = digits(data, i)
 	}
-	tok := data[start:i]
 	if !isFloat {
-		n := len(tok)
-		if tok[0] == '-' {
+		n := i - start
+		if data[start] == '-' {
 			n--
-			if n == 1 && tok[1] == '0' {
-				p.pos = i
-				return Integer("0"), nil
-			}
 		}
 		if n > MaxIntegerDigits {
-			return nil, p.syntaxError(start, reasonIntDigits)
+			return 0, false, p.syntaxError(start, reasonIntDigits)
 		}
-		p.pos = i
-		return Integer(p.src[start:i]), nil
 	}
-	// Underflow rounds to zero or a subnormal without error, as in every
-	// mainstream JSON reader; only overflow to ±Inf is rejected.
-	f, err := strconv.ParseFloat(p.src[start:i], 64)
+	return i, isFloat, nil
+}
+
+// isNegativeZero reports whether the integer token data[start:end] is
+// "-0", which is kept as 0.
+func (p *parser) isNegativeZero(start, end int) bool {
+	return end-start == 2 && p.data[start] == '-' && p.data[start+1] == '0'
+}
+
+// float converts the float token data[start:end]. Underflow rounds to zero
+// or a subnormal without error, as in every mainstream JSON reader; only
+// overflow to ±Inf is rejected.
+func (p *parser) float(start, end int) (float64, error) {
+	var f float64
+	var err error
+	if p.src != "" {
+		f, err = strconv.ParseFloat(p.src[start:end], 64)
+	} else {
+		// AppendCanonical's parser has no string copy of its input; a
+		// short token converts on the stack.
+		f, err = strconv.ParseFloat(string(p.data[start:end]), 64)
+	}
 	if err != nil || math.IsInf(f, 0) {
-		return nil, p.syntaxError(start, reasonRange)
+		return 0, p.syntaxError(start, reasonRange)
 	}
-	p.pos = i
 	return f, nil
 }
 
