@@ -250,21 +250,13 @@ func (c *canon) array(dst []byte) ([]byte, error) {
 		if dst, err = c.value(dst); err != nil {
 			return dst, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return dst, p.syntaxError(p.pos, reasonEOF)
+		more, err := p.arraySep()
+		if err != nil {
+			return dst, err
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			p.skipSpace()
-			continue
-		case ']':
-			p.pos++
-		default:
-			return dst, p.unexpected(reasonArraySep)
+		if !more {
+			break
 		}
-		break
 	}
 	c.frames = c.frames[:top]
 	p.depth--
@@ -492,7 +484,7 @@ func (c *canon) str(dst []byte, key bool) ([]byte, span, error) {
 		}
 		switch {
 		case ch == '\\':
-			r, n, err := c.escape(start, i)
+			r, n, err := c.parser.escape(start, i)
 			if err != nil {
 				return dst, span{}, err
 			}
@@ -513,46 +505,6 @@ func (c *canon) str(dst []byte, key bool) ([]byte, span, error) {
 		}
 		run = i
 	}
-}
-
-// escape decodes the escape sequence at data[i] (a backslash) of the string
-// starting at start, returning the character and the sequence's length.
-func (c *canon) escape(start, i int) (rune, int, error) {
-	p := &c.parser
-	if i+1 >= len(p.data) {
-		return 0, 0, p.syntaxError(start, reasonUntermStr)
-	}
-	switch p.data[i+1] {
-	case '"', '\\', '/':
-		return rune(p.data[i+1]), 2, nil
-	case 'b':
-		return '\b', 2, nil
-	case 'f':
-		return '\f', 2, nil
-	case 'n':
-		return '\n', 2, nil
-	case 'r':
-		return '\r', 2, nil
-	case 't':
-		return '\t', 2, nil
-	case 'u':
-		r, ok := p.hex4(i + 2)
-		if !ok {
-			return 0, 0, p.syntaxError(i, reasonUEscape)
-		}
-		if !utf16.IsSurrogate(r) {
-			return r, 6, nil
-		}
-		lo, ok := rune(0), false
-		if r < 0xdc00 && i+7 < len(p.data) && p.data[i+6] == '\\' && p.data[i+7] == 'u' {
-			lo, ok = p.hex4(i + 8)
-		}
-		if !ok || lo < 0xdc00 || lo > 0xdfff {
-			return 0, 0, p.syntaxError(i, reasonSurrogate)
-		}
-		return utf16.DecodeRune(r, lo), 12, nil
-	}
-	return 0, 0, p.syntaxError(i, reasonEscape)
 }
 
 // stop8UTF8 is non-zero when one of the 8 bytes in x (little-endian) is a

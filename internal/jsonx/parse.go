@@ -383,25 +383,36 @@ func (p *parser) array() (any, error) {
 			return nil, err
 		}
 		a = append(a, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.syntaxError(p.pos, reasonEOF)
+		more, err := p.arraySep()
+		if err != nil {
+			return nil, err
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			p.skipSpace()
-			continue
-		case ']':
-			p.pos++
-		default:
-			return nil, p.unexpected(reasonArraySep)
+		if !more {
+			break
 		}
-		break
 	}
 	p.path = p.path[:top]
 	p.depth--
 	return a, nil
+}
+
+// arraySep reads what follows an array item: ',' (more items follow) or
+// ']' (the array ends).
+func (p *parser) arraySep() (more bool, err error) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return false, p.syntaxError(p.pos, reasonEOF)
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		p.skipSpace()
+		return true, nil
+	case ']':
+		p.pos++
+		return false, nil
+	}
+	return false, p.unexpected(reasonArraySep)
 }
 
 // str parses the string starting at the opening quote at p.pos. Strings
@@ -439,52 +450,55 @@ func (p *parser) strEscaped(start, i int) (string, error) {
 			i++
 			continue
 		}
-		if i+1 >= len(p.data) {
-			return "", p.syntaxError(start, reasonUntermStr)
+		r, n, err := p.escape(start, i)
+		if err != nil {
+			return "", err
 		}
-		switch p.data[i+1] {
-		case '"', '\\', '/':
-			buf = append(buf, p.data[i+1])
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := p.hex4(i + 2)
-			if !ok {
-				return "", p.syntaxError(i, reasonUEscape)
-			}
-			switch {
-			case utf16.IsSurrogate(r) && r < 0xdc00:
-				// A high surrogate must be followed at once by an escaped
-				// low surrogate; the pair encodes one supplementary rune.
-				lo, ok := rune(0), false
-				if i+7 < len(p.data) && p.data[i+6] == '\\' && p.data[i+7] == 'u' {
-					lo, ok = p.hex4(i + 8)
-				}
-				if !ok || lo < 0xdc00 || lo > 0xdfff {
-					return "", p.syntaxError(i, reasonSurrogate)
-				}
-				buf = utf8.AppendRune(buf, utf16.DecodeRune(r, lo))
-				i += 6
-			case utf16.IsSurrogate(r):
-				return "", p.syntaxError(i, reasonSurrogate)
-			default:
-				buf = utf8.AppendRune(buf, r)
-			}
-			i += 4
-		default:
-			return "", p.syntaxError(i, reasonEscape)
-		}
-		i += 2
+		buf = utf8.AppendRune(buf, r)
+		i += n
 	}
 	return "", p.syntaxError(start, reasonUntermStr)
+}
+
+// escape decodes the escape sequence at data[i] (a backslash) of the
+// string starting at start: the rune it stands for and its length (2, 6,
+// or 12 for a surrogate pair). A high surrogate must be followed at once by
+// an escaped low surrogate; a lone one is an error.
+func (p *parser) escape(start, i int) (rune, int, error) {
+	if i+1 >= len(p.data) {
+		return 0, 0, p.syntaxError(start, reasonUntermStr)
+	}
+	switch p.data[i+1] {
+	case '"', '\\', '/':
+		return rune(p.data[i+1]), 2, nil
+	case 'b':
+		return '\b', 2, nil
+	case 'f':
+		return '\f', 2, nil
+	case 'n':
+		return '\n', 2, nil
+	case 'r':
+		return '\r', 2, nil
+	case 't':
+		return '\t', 2, nil
+	case 'u':
+		r, ok := p.hex4(i + 2)
+		if !ok {
+			return 0, 0, p.syntaxError(i, reasonUEscape)
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, 6, nil
+		}
+		lo, ok := rune(0), false
+		if r < 0xdc00 && i+7 < len(p.data) && p.data[i+6] == '\\' && p.data[i+7] == 'u' {
+			lo, ok = p.hex4(i + 8)
+		}
+		if !ok || lo < 0xdc00 || lo > 0xdfff {
+			return 0, 0, p.syntaxError(i, reasonSurrogate)
+		}
+		return utf16.DecodeRune(r, lo), 12, nil
+	}
+	return 0, 0, p.syntaxError(i, reasonEscape)
 }
 
 // hex4 decodes the four hex digits at i.
