@@ -1,7 +1,8 @@
 // Package mysql is the MySQL/MariaDB sink (spec sinks.md §4): rows of the
-// shared relational layout (data-shapes §9) written with one multi-row
-// INSERT per table and batch, inside one transaction per WriteBatch, through
-// the pure-Go github.com/go-sql-driver/mysql driver.
+// shared relational layout (data-shapes §9) written with multi-row INSERTs
+// (server-side prepared statements of a few fixed row counts), inside one
+// transaction per WriteBatch, through the pure-Go
+// github.com/go-sql-driver/mysql driver.
 //
 // Redelivery is made harmless by the table's unique keys: insert_ignore
 // skips rows whose key exists, upsert rewrites them, and insert/append

@@ -193,7 +193,8 @@ func TestDriverConfig(t *testing.T) {
 				}
 			}
 			got := []any{dc.Addr, dc.DBName, dc.User, dc.Passwd, dc.Timeout, dc.ConnectionAttributes, kind, dc.AllowFallbackToPlaintext, dc.InterpolateParams, dc.ClientFoundRows}
-			want := []any{"db.example:3307", "events", "writer", "pw", tt.timeout, tt.attrs, tt.tls, tt.fallback, true, false}
+			// InterpolateParams false: values are bound server-side.
+			want := []any{"db.example:3307", "events", "writer", "pw", tt.timeout, tt.attrs, tt.tls, tt.fallback, false, false}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("driver config (-want +got):\n%s", diff)
 			}

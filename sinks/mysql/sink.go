@@ -26,17 +26,6 @@ var (
 	_ sink.HealthChecker = (*Sink)(nil)
 )
 
-// Statement size limits. A batch is written with as few multi-row INSERTs
-// as these allow: one round trip per statement is what makes batching fast,
-// but one statement must fit the server's max_allowed_packet (4 MiB is the
-// smallest default of supported servers; the driver also knows the real
-// limit and falls back to a server-side prepared statement above it), and
-// that fallback caps a statement at 65,535 placeholders (4000 rows × 16).
-const (
-	maxStatementBytes = 4 << 20
-	maxStatementRows  = 4000
-)
-
 // Sink writes batches into MySQL or MariaDB tables. It is safe for
 // concurrent WriteBatch calls: each takes its own pooled connection and
 // transaction.
@@ -45,6 +34,7 @@ type Sink struct {
 	db    *sql.DB
 	addr  string
 	stmts map[*sqlmodel.Table]statement
+	prep  *stmtCache
 
 	w sqlmodel.Writer
 	m sqlmodel.DBMetrics // mysql_* of sinks.md §4
@@ -82,7 +72,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	// recycling earlier avoids a failed first statement after a quiet night.
 	db.SetConnMaxIdleTime(5 * time.Minute)
 
-	s := &Sink{model: model, db: db, addr: dc.Addr, stmts: map[*sqlmodel.Table]statement{}}
+	s := &Sink{model: model, db: db, addr: dc.Addr, stmts: map[*sqlmodel.Table]statement{}, prep: newStmtCache(db)}
 	for _, t := range model.Tables {
 		s.stmts[t] = newStatement(model, t)
 	}
@@ -118,14 +108,13 @@ func driverConfig(c Config, password string) (*mysql.Config, error) {
 	dc.Addr = net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 	dc.DBName = c.Database
 	dc.Timeout = time.Duration(max(1, math.Ceil(c.ConnectionTimeout))) * time.Second
-	// 0 = ask the server at connect: the driver then refuses a statement
-	// the server would reject (ErrPktTooLarge), without breaking the
-	// connection, and falls back to a prepared statement for a large one.
+	// 0 = ask the server at connect: the driver then refuses a packet
+	// the server would reject (ErrPktTooLarge) without breaking the
+	// connection, and sends values too long for one execute packet
+	// separately.
 	dc.MaxAllowedPacket = 0
-	// One round trip per statement: values are escaped by the driver for
-	// the connection's utf8mb4 character set (it honours the server's
-	// NO_BACKSLASH_ESCAPES status), instead of prepare + execute + close.
-	dc.InterpolateParams = true
+	// InterpolateParams stays off: values are bound server-side (see
+	// chunkRows), never escaped into the statement text.
 	// Affected rows must be rows changed (the default): an upsert that
 	// leaves a row unchanged then counts 0, which is how duplicates are
 	// told apart.
@@ -219,9 +208,9 @@ func tlsConfig(c Config) (cfg *tls.Config, fallback bool, err error) {
 // Type returns "mysql".
 func (s *Sink) Type() string { return "mysql" }
 
-// WriteBatch writes batch in one transaction (sinks.md §0, §2, §4): one
-// multi-row INSERT per table (split only to respect statement limits), then
-// COMMIT. Calls may run concurrently, each on its own connection.
+// WriteBatch writes batch in one transaction (sinks.md §0, §2, §4): per
+// table, multi-row INSERTs of chunkRows rows through prepared statements,
+// then COMMIT. Calls may run concurrently, each on its own connection.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	return s.w.WriteBatch(ctx, batch)
 }
@@ -231,18 +220,27 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 // cancelled by ctx is interrupted by the driver, which closes the
 // connection; the server then rolls the transaction back.
 func (s *Sink) begin(ctx context.Context) (sqlmodel.Tx, error) {
+	s.prep.prepareWanted(ctx, s.text) // before holding a connection: see stmtCache
 	c, err := sqlmodel.BeginConn(ctx, s.db)
 	if err != nil {
 		return nil, sanitize(err)
 	}
-	return &tx{s: s, c: c}, nil
+	return &tx{s: s, c: c, stmts: map[stmtKey]*sql.Stmt{}}, nil
 }
+
+// text returns the INSERT statement for k.
+func (s *Sink) text(k stmtKey) string { return s.stmts[k.table].text(k.rows) }
 
 // tx is one transaction on one connection. Counters for the metrics are
 // collected per transaction and published only after COMMIT succeeds.
 type tx struct {
 	s *Sink
 	c *sqlmodel.ConnTx
+
+	// stmts are the statements used in this transaction; missed are the
+	// sizes it prepared itself because none was cached.
+	stmts  map[stmtKey]*sql.Stmt
+	missed []stmtKey
 
 	n sqlmodel.ModeCounts
 }
@@ -262,7 +260,7 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	var fresh int64
 	for _, chunk := range chunks(kept) {
 		start := time.Now()
-		res, err := t.c.Tx.ExecContext(ctx, st.text(len(chunk)), args(chunk)...)
+		res, err := t.exec(ctx, stmtKey{g.Table, len(chunk)}, args(chunk))
 		t.s.m.Execute.Observe(time.Since(start).Seconds())
 		if err != nil {
 			return 0, fmt.Errorf("%s (%s): %w", st.verb, sqlmodel.SeqRange(chunk), sanitize(err))
@@ -293,6 +291,26 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		t.n.Rows += len(kept)
 	}
 	return fresh, nil
+}
+
+// exec runs the statement for k: the cached one (which database/sql
+// prepares on this connection the first time it runs here), or else one
+// prepared for this transaction alone and closed when it ends.
+func (t *tx) exec(ctx context.Context, k stmtKey, args []any) (sql.Result, error) {
+	st, ok := t.stmts[k]
+	if !ok {
+		if shared := t.s.prep.get(k); shared != nil {
+			st = t.c.Tx.StmtContext(ctx, shared)
+		} else {
+			var err error
+			if st, err = t.c.Tx.PrepareContext(ctx, t.s.text(k)); err != nil {
+				return nil, err
+			}
+			t.missed = append(t.missed, k)
+		}
+		t.stmts[k] = st
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 // checkWarnings reads the warnings of the last statement. INSERT IGNORE
@@ -343,54 +361,14 @@ func (t *tx) Commit(context.Context) error {
 		return sanitize(err)
 	}
 	t.s.m.Publish(t.n)
+	// Only sizes that prepared and ran without error are worth caching.
+	t.s.prep.want(t.missed)
 	return nil
 }
 
 // Rollback rolls back and returns the connection to the pool (database/sql
 // discards one broken by a cancelled statement).
 func (t *tx) Rollback() error { return t.c.Rollback() }
-
-// chunks splits rows into statements within maxStatementBytes and
-// maxStatementRows. A row larger than the budget goes alone.
-func chunks(rows []*sqlmodel.Row) [][]*sqlmodel.Row {
-	var out [][]*sqlmodel.Row
-	start, size := 0, 0
-	for i, r := range rows {
-		n := rowSize(r)
-		if i > start && (size+n > maxStatementBytes || i-start >= maxStatementRows) {
-			out = append(out, rows[start:i])
-			start, size = i, 0
-		}
-		size += n
-	}
-	if start < len(rows) {
-		out = append(out, rows[start:])
-	}
-	return out
-}
-
-// rowSize is an upper bound of a row's share of the interpolated statement
-// text: every string byte may be escaped.
-func rowSize(r *sqlmodel.Row) int {
-	n := 4
-	for _, v := range r.Values {
-		switch v := v.(type) {
-		case string:
-			n += 2*len(v) + 4
-		default:
-			n += 22
-		}
-	}
-	return n
-}
-
-func args(rows []*sqlmodel.Row) []any {
-	out := make([]any, 0, len(rows)*int(sqlmodel.NumFields))
-	for _, r := range rows {
-		out = append(out, r.Values[:]...)
-	}
-	return out
-}
 
 // Healthcheck runs "select 1" (sinks.md §4) and, so that test-sink reports
 // a missing table or column before the first message does, a statement
@@ -412,11 +390,11 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	return nil
 }
 
-// Stop closes the connection pool. The runner calls it once, after the
-// last WriteBatch; later calls do nothing.
+// Stop closes the prepared statements and the connection pool. The runner
+// calls it once, after the last WriteBatch; later calls do nothing.
 func (s *Sink) Stop(context.Context) error {
 	var err error
-	s.stopOnce.Do(func() { err = s.db.Close() })
+	s.stopOnce.Do(func() { err = errors.Join(s.prep.close(), s.db.Close()) })
 	return err
 }
 

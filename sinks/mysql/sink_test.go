@@ -490,7 +490,7 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// TestLargeBatchSplits writes a batch larger than one statement may be.
+// TestLargeBatchSplits writes a batch of many statements' worth of rows.
 func TestLargeBatchSplits(t *testing.T) {
 	t.Parallel()
 	srv := testServer(t)
@@ -498,7 +498,7 @@ func TestLargeBatchSplits(t *testing.T) {
 	s := open(t, srv.config(table))
 	pad := strings.Repeat("x", 3000)
 	var b []*sink.Envelope
-	for i := range 1000 { // ~6 MB of escaped statement text
+	for i := range 1000 { // 3 MB of values, ten full chunks
 		b = append(b, env("big", "S", uint64(i+1), "", `{"pad":"`+pad+`"}`))
 	}
 	if n := len(chunks(rowsOf(t, s, b))); n < 2 {

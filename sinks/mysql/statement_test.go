@@ -175,29 +175,51 @@ func TestChunks(t *testing.T) {
 		r.Values[sqlmodel.Payload] = strings.Repeat("x", size)
 		return r
 	}
-	var small []*sqlmodel.Row
-	for range maxStatementRows + 1 {
-		small = append(small, row(10))
+	rows := func(n, size int) []*sqlmodel.Row {
+		var out []*sqlmodel.Row
+		for range n {
+			out = append(out, row(size))
+		}
+		return out
 	}
-	big := []*sqlmodel.Row{row(10), row(maxStatementBytes), row(10), row(10)}
+	// Rows of which four fit the byte budget, but not five.
+	quarter := maxExecuteBytes/4 - rowSize(row(0))
 	for _, tt := range []struct {
 		name string
 		rows []*sqlmodel.Row
 		want []int
 	}{
 		{"empty", nil, nil},
-		{"row limit", small, []int{maxStatementRows, 1}},
-		{"an oversized row goes alone", big, []int{1, 1, 2}},
+		{"fewer than a chunk", rows(7, 10), []int{7}},
+		{"full chunks, then the tail", rows(2*chunkRows+chunkRows/2, 10), []int{chunkRows, chunkRows, chunkRows / 2}},
+		{"the byte budget cuts a chunk", rows(10, quarter), []int{4, 4, 2}},
+		{"an oversized row goes alone", []*sqlmodel.Row{row(10), row(maxExecuteBytes), row(10), row(10)}, []int{1, 1, 2}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []int
+			total := 0
 			for _, c := range chunks(tt.rows) {
 				got = append(got, len(c))
+				size := 0
+				for _, r := range c {
+					size += rowSize(r)
+				}
+				if len(c) > 1 && size > maxExecuteBytes {
+					t.Errorf("chunk of %d rows is %d bytes, over the %d budget", len(c), size, maxExecuteBytes)
+				}
+				total += len(c)
 			}
 			if !cmp.Equal(got, tt.want) {
 				t.Errorf("chunk sizes = %v, want %v", got, tt.want)
 			}
+			if total != len(tt.rows) {
+				t.Errorf("chunks hold %d rows, want %d", total, len(tt.rows))
+			}
 		})
+	}
+	// The protocol's limit of 65,535 placeholders per statement.
+	if n := chunkRows * int(sqlmodel.NumFields); n > 65535 {
+		t.Errorf("a full chunk has %d placeholders, over 65,535", n)
 	}
 }
 
