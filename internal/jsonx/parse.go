@@ -257,7 +257,12 @@ func (p *parser) member(top int) (string, any, error) {
 }
 
 // objectSep consumes what follows a member: ',' (more is true) or '}'.
-func (p *parser) objectSep() (more bool, err error) {
+func (p *parser) objectSep() (more bool, err error) { return p.separator('}', reasonObjectSep) }
+
+// separator consumes what follows a container's item: ',' (more is true,
+// and the space after it) or the container's closing byte; anything else
+// is a syntax error with reason.
+func (p *parser) separator(closing byte, reason string) (more bool, err error) {
 	p.skipSpace()
 	if p.pos >= len(p.data) {
 		return false, p.syntaxError(p.pos, reasonEOF)
@@ -267,11 +272,11 @@ func (p *parser) objectSep() (more bool, err error) {
 		p.pos++
 		p.skipSpace()
 		return true, nil
-	case '}':
+	case closing:
 		p.pos++
 		return false, nil
 	}
-	return false, p.unexpected(reasonObjectSep)
+	return false, p.unexpected(reason)
 }
 
 // insertLimit is the largest object objectSorted keeps sorted by insertion.
@@ -398,22 +403,7 @@ func (p *parser) array() (any, error) {
 
 // arraySep reads what follows an array item: ',' (more items follow) or
 // ']' (the array ends).
-func (p *parser) arraySep() (more bool, err error) {
-	p.skipSpace()
-	if p.pos >= len(p.data) {
-		return false, p.syntaxError(p.pos, reasonEOF)
-	}
-	switch p.data[p.pos] {
-	case ',':
-		p.pos++
-		p.skipSpace()
-		return true, nil
-	case ']':
-		p.pos++
-		return false, nil
-	}
-	return false, p.unexpected(reasonArraySep)
-}
+func (p *parser) arraySep() (more bool, err error) { return p.separator(']', reasonArraySep) }
 
 // str parses the string starting at the opening quote at p.pos. Strings
 // without escapes, the common case, are sliced and converted once.
