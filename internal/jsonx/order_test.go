@@ -2,9 +2,6 @@ package jsonx_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -14,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/jsonx/jsonxtest"
 )
 
 func TestAppendOrdered(t *testing.T) {
@@ -46,7 +44,7 @@ func TestAppendOrdered(t *testing.T) {
 			if got := string(jsonx.AppendOrdered(nil, tt.in, jsonx.ASCII, jsonx.JSONBOrder)); got != tt.jsonb {
 				t.Errorf("AppendOrdered(%#v, ASCII, JSONBOrder) = %s, want %s", tt.in, got, tt.jsonb)
 			}
-			if err := jsonbOrdered([]byte(tt.jsonb)); err != nil {
+			if err := jsonxtest.JSONBOrdered([]byte(tt.jsonb)); err != nil {
 				t.Errorf("checker rejects %s: %v", tt.jsonb, err)
 			}
 			for _, f := range []jsonx.Flavour{jsonx.UTF8, jsonx.ASCII} {
@@ -78,7 +76,7 @@ func TestAppendOrderedProperty(t *testing.T) {
 			}
 			jsonb := jsonx.AppendOrdered(nil, v, f, jsonx.JSONBOrder)
 			checkSameValue(t, canonical, jsonb)
-			if err := jsonbOrdered(jsonb); err != nil {
+			if err := jsonxtest.JSONBOrdered(jsonb); err != nil {
 				t.Fatalf("seed %d case %d flavour %d: %v\n%s", seed, i, f, err, jsonb)
 			}
 		}
@@ -109,7 +107,7 @@ func TestAppendOrderedLargeObjects(t *testing.T) {
 			step.order()
 			before := slices.Clone(o)
 			got := jsonx.AppendOrdered(nil, o, jsonx.UTF8, jsonx.JSONBOrder)
-			if err := jsonbOrdered(got); err != nil {
+			if err := jsonxtest.JSONBOrdered(got); err != nil {
 				t.Errorf("%d members, %s: %v\n%s", n, name, err, got)
 			}
 			checkSameValue(t, jsonx.Append(nil, o, jsonx.UTF8), got)
@@ -135,19 +133,6 @@ func TestAppendOrderedDuplicateKeyPanics(t *testing.T) {
 			}()
 			jsonx.AppendOrdered(nil, o, jsonx.UTF8, jsonx.JSONBOrder)
 		}()
-	}
-}
-
-// TestJSONBOrderedChecker makes sure the property tests' checker can fail.
-func TestJSONBOrderedChecker(t *testing.T) {
-	for _, bad := range []string{`{"aa":1,"b":2}`, `{"b":1,"a":2}`, `[{"x":{"a":1,"a":2}}]`, `{"a":{"c":[],"b":{}},"b":0}`,
-		`{"b":{"x":1},"a":0}`, `{"\u00e9":1,"z":2}`} {
-		if jsonbOrdered([]byte(bad)) == nil {
-			t.Errorf("jsonbOrdered(%s) = nil, want an error", bad)
-		}
-	}
-	if err := jsonbOrdered([]byte(`{"z":[{"b":1,"aa":{"c":2,"bb":3}}],"\u00e9":1,"abc":{}}`)); err != nil {
-		t.Errorf("jsonbOrdered of an ordered document: %v", err)
 	}
 }
 
@@ -239,52 +224,6 @@ func checkSameValue(t *testing.T, want, got []byte) {
 	}
 	if !sameValue(w, g) {
 		t.Fatalf("encodings differ in value:\nwant %s\ngot  %s", want, got)
-	}
-}
-
-// jsonbOrdered returns an error naming the first object in data whose keys
-// are not strictly ascending by (UTF-8 byte length, bytes), written here
-// independently of the encoder, with encoding/json's tokenizer.
-func jsonbOrdered(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		object  bool
-		wantKey bool
-		last    *string
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		top := len(stack) - 1
-		switch tok {
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:top]
-			continue
-		}
-		if top >= 0 && stack[top].object {
-			if stack[top].wantKey {
-				k := tok.(string)
-				if last := stack[top].last; last != nil && (len(*last) > len(k) || len(*last) == len(k) && *last >= k) {
-					return errors.New("key " + strconv.Quote(k) + " follows " + strconv.Quote(*last))
-				}
-				stack[top].last, stack[top].wantKey = &k, false
-				continue
-			}
-			stack[top].wantKey = true // tok is the member's value, or starts it
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{object: true, wantKey: true})
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		}
 	}
 }
 

@@ -3,14 +3,11 @@ package record
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/jsonx/jsonxtest"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -111,7 +109,7 @@ func checkOrders(want []byte, appendIn func(jsonx.KeyOrder) []byte) error {
 	if !reflect.DeepEqual(wv, gv) { // cmp.Diff only to explain: it is slow
 		return fmt.Errorf("JSONB output is another value (-tree +stream):\n%s", cmp.Diff(wv, gv))
 	}
-	if err := jsonbOrdered(got); err != nil {
+	if err := jsonxtest.JSONBOrdered(got); err != nil {
 		return fmt.Errorf("JSONB output: %v\n%s", err, got)
 	}
 	return nil
@@ -327,49 +325,4 @@ func randomTime(rng *rand.Rand) time.Time {
 		return shapestest.Received.In(time.FixedZone("X", -(5*3600 + 1800)))
 	}
 	return shapestest.Received.Add(time.Duration(rng.Int64N(int64(time.Hour))) - 30*time.Minute)
-}
-
-// jsonbOrdered returns an error naming the first object in data whose keys
-// are not strictly ascending by (UTF-8 byte length, bytes), PostgreSQL
-// jsonb's order; written independently of jsonx, on encoding/json's
-// tokenizer.
-func jsonbOrdered(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	type frame struct {
-		object, wantKey bool
-		last            *string
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		top := len(stack) - 1
-		if tok == json.Delim('}') || tok == json.Delim(']') {
-			stack = stack[:top]
-			continue
-		}
-		if top >= 0 && stack[top].object {
-			if stack[top].wantKey {
-				k := tok.(string)
-				if last := stack[top].last; last != nil && (len(*last) > len(k) || len(*last) == len(k) && *last >= k) {
-					return errors.New("key " + strconv.Quote(k) + " follows " + strconv.Quote(*last))
-				}
-				stack[top].last, stack[top].wantKey = &k, false
-				continue
-			}
-			stack[top].wantKey = true // tok is the member's value, or starts it
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{object: true, wantKey: true})
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		}
-	}
 }
