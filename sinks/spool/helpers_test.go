@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,3 +191,7 @@ func remount(t *testing.T, mnt, mode string) {
 		t.Fatalf("remount %s: %v: %s", mode, err, out)
 	}
 }
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func sortedStrings(s []string) bool { return slices.IsSorted(s) }
