@@ -262,10 +262,10 @@ func unsupportedSections(root map[string]any, p *fields.Problems) []string {
 }
 
 // upstreamSinkTypes are upstream sink types nats-sink does not provide.
-var upstreamSinkTypes = []string{"spool", "coherence", "oracle_nosql", "foundry", "gotham", "fanout"}
+var upstreamSinkTypes = []string{"coherence", "oracle_nosql", "foundry", "gotham", "fanout"}
 
 // knownSinkTypes is the list in the unknown-type message (sinks.md order).
-const knownSinkTypes = "file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats"
+const knownSinkTypes = "file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats, spool"
 
 // decodeSink checks sink.type and hands the sink object to the registered
 // Decoder, prefixing its problems with "sink.".
@@ -323,4 +323,11 @@ func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.P
 		return
 	}
 	c.Sink.Opener = opener
+	// A sink may have load warnings of its own (the spool sink's plaintext
+	// records); their paths are relative to the sink object.
+	if w, ok := opener.(interface{ Warnings() []string }); ok {
+		for _, text := range w.Warnings() {
+			c.Warnings = append(c.Warnings, "sink."+text)
+		}
+	}
 }

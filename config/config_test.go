@@ -328,10 +328,10 @@ func TestProblems(t *testing.T) {
 			{Path: "plugins", Message: "expected object (got array)"},
 			{Path: "sinks", Message: "named sinks are not supported by nats-sink"},
 		}},
-		{"upstream sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": " Spool "}}`, []Problem{
-			{Path: "sink.type", Message: `"spool" is an upstream sink type that nats-sink does not provide`}}},
+		{"upstream sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": " Gotham "}}`, []Problem{
+			{Path: "sink.type", Message: `"gotham" is an upstream sink type that nats-sink does not provide`}}},
 		{"unknown sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "redis"}}`, []Problem{
-			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats)`}}},
+			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats, spool)`}}},
 		{"sink type missing", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"directory": "d"}}`, []Problem{{Path: "sink.type", Message: "required"}}},
 		{"sink not object", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": "file"}`, []Problem{{Path: "sink", Message: "expected object (got string)"}}},
 		{"sink problems prefixed", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "FILE", "compression_level": 10, "directry": "d"}}`, []Problem{

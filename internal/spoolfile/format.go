@@ -13,7 +13,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -225,6 +224,3 @@ func seq(n uint64) any {
 	}
 	return n
 }
-
-// errNotWrapper is wrapped by the first-row failures of ParseWrapper.
-var errNotWrapper = errors.New("not a spool wrapper")

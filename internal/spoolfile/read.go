@@ -37,11 +37,11 @@ type Wrapper struct {
 func ParseWrapper(name string, data []byte) (*Wrapper, error) {
 	v, err := jsonx.Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("spool file %s is not a valid wrapper: %w", name, errNotWrapper)
+		return nil, &NotWrapperError{"spool file " + name + " is not a valid wrapper"}
 	}
 	doc, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("spool file %s wrapper must be a JSON object: %w", name, errNotWrapper)
+		return nil, &NotWrapperError{"spool file " + name + " wrapper must be a JSON object"}
 	}
 	w := &Wrapper{Name: name, Rank: NoRank, doc: doc}
 	if n, ok := integer(doc["priority_rank"]); ok {
@@ -53,9 +53,11 @@ func ParseWrapper(name string, data []byte) (*Wrapper, error) {
 	return w, nil
 }
 
-// IsNotWrapper reports whether err is ParseWrapper's: the file is not a
-// JSON object at all (foreign or truncated).
-func IsNotWrapper(err error) bool { return errors.Is(err, errNotWrapper) }
+// A NotWrapperError is ParseWrapper's failure: the file is not a JSON
+// object at all (foreign or truncated).
+type NotWrapperError struct{ msg string }
+
+func (e *NotWrapperError) Error() string { return e.msg }
 
 // integer returns v as an int64 when it is a JSON integer, clamping values
 // beyond int64 (they only order plans).

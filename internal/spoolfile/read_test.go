@@ -161,7 +161,7 @@ func TestParseWrapperFailures(t *testing.T) {
 		{`[1]`, "spool file x.spool.json wrapper must be a JSON object"},
 	} {
 		_, err := ParseWrapper("x.spool.json", []byte(tt.data))
-		if err == nil || !strings.HasPrefix(err.Error(), tt.want) || !IsNotWrapper(err) {
+		if _, ok := errors.AsType[*NotWrapperError](err); !ok || err.Error() != tt.want {
 			t.Errorf("ParseWrapper(%q) = %v, want %q", tt.data, err, tt.want)
 		}
 	}

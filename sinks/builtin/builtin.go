@@ -13,6 +13,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	s3sink "github.com/nats-sinks/nats-sink/sinks/s3"
+	"github.com/nats-sinks/nats-sink/sinks/spool"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
@@ -27,6 +28,7 @@ func Registry() *sink.Registry {
 	r.Register("oracle", oracle.Decode)
 	r.Register("postgres", postgres.Decode)
 	r.Register("s3", s3sink.Decode)
+	r.Register("spool", spool.Decode)
 	r.Register("sqlite", sqlite.Decode)
 	return r
 }
@@ -38,6 +40,7 @@ func Prototypes() map[string]any {
 	natsDefault, postgresDefault, sqliteDefault := natssink.Default(), postgres.Default(), sqlite.Default()
 	s3Default := s3sink.Default()
 	kafkaDefault := kafkasink.Default()
+	spoolDefault := spool.Default()
 	return map[string]any{
 		"file":     &fileDefault,
 		"http":     &httpDefault,
@@ -47,6 +50,7 @@ func Prototypes() map[string]any {
 		"oracle":   &oracleDefault,
 		"postgres": &postgresDefault,
 		"s3":       &s3Default,
+		"spool":    &spoolDefault,
 		"sqlite":   &sqliteDefault,
 	}
 }
