@@ -199,3 +199,61 @@ func TestSpoolKillAndReplay(t *testing.T) {
 	}
 	checkFiles(t, out, "EDGE", n)
 }
+
+// TestSpoolFullAndDrain fills a spool limited to 400 records with 1,000
+// messages: `run` acknowledges what fits and holds the rest unacknowledged
+// (nothing dead-lettered), and resumes by itself as `replay-spool`, run
+// alongside it, makes room. In the end every message is in the target once.
+func TestSpoolFullAndDrain(t *testing.T) {
+	const n, limit = 1000, 400
+	s := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, s)
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "FULL", Subjects: []string{"full.>"}})
+	natstest.PublishN(t, js, "full.events", n, body)
+	spoolDir, out := filepath.Join(t.TempDir(), "spool"), filepath.Join(t.TempDir(), "out")
+	spoolCfg, targetCfg := spoolConfigs(t, s.ClientURL(), "FULL", "full-spool", "full.>", spoolDir, out,
+		fmt.Sprintf(`, "max_records": %d, "fsync": false`, limit))
+	p := start(t, spoolCfg)
+	ctx := context.Background()
+
+	natstest.WaitFor(t, time.Minute, func() error {
+		if got := countSpool(t, spoolDir); got != limit {
+			return fmt.Errorf("%d spool files, want the limit %d", got, limit)
+		}
+		return nil
+	})
+	floor, pending, err := ackState(ctx, js, "FULL", "full-spool")
+	if err != nil || floor > limit || floor == n {
+		t.Fatalf("while full: ack floor %d, pending %d (%v); want at most %d acknowledged", floor, pending, err, limit)
+	}
+	// Hold: the spool stays at its limit while nothing drains it.
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		if got := countSpool(t, spoolDir); got != limit {
+			t.Fatalf("%d spool files while full, want %d", got, limit)
+		}
+	}
+
+	for round := 0; ; round++ {
+		rp := replaySpool(t, spoolCfg, targetCfg)
+		if code := rp.wait(t, time.Minute); code != 0 {
+			t.Fatalf("replay round %d exit code %d\nstdout:\n%s\nstderr:\n%s", round, code, rp.stdout.String(), rp.stderr.String())
+		}
+		floor, pending, err := ackState(ctx, js, "FULL", "full-spool")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if floor == n && pending == 0 && countSpool(t, spoolDir) == 0 {
+			t.Logf("drained after %d replays", round+1)
+			break
+		}
+		if round == 50 {
+			t.Fatalf("not drained after 50 replays: ack floor %d, pending %d, %d spooled", floor, pending, countSpool(t, spoolDir))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	p.stop(t)
+	// Every message reached the target: none was acknowledged without
+	// being spooled (a dead-lettered or dropped one would be missing).
+	checkFiles(t, out, "FULL", n)
+}
