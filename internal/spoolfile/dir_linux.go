@@ -2,6 +2,7 @@ package spoolfile
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -26,4 +27,21 @@ func openTmpfile(dirfd int) (int, error) {
 // Linux 6.10).
 func linkTmpfile(fd, dirfd int, name string) error {
 	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
+}
+
+// syncFilesystem flushes the filesystem holding fd.
+func syncFilesystem(fd int) error { return unix.Syncfs(fd) }
+
+// syncfsReportsErrors is true from Linux 5.8: before it syncfs returned 0
+// even when data failed to reach the disk, so those kernels fsync each file.
+func syncfsReportsErrors() bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 5 || major == 5 && minor >= 8
 }

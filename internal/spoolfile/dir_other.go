@@ -7,3 +7,8 @@ func openTmpfile(int) (int, error) { return -1, errNoTmpfile }
 
 // linkTmpfile is never called when openTmpfile fails.
 func linkTmpfile(int, int, string) error { return errNoTmpfile }
+
+// syncFilesystem is never called: syncfsReportsErrors is false.
+func syncFilesystem(int) error { return errNoTmpfile }
+
+func syncfsReportsErrors() bool { return false }

@@ -195,20 +195,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	}
 
 	if s.st.cfg.Fsync {
-		for _, en := range entries {
-			var err error
-			if en.tmp != nil {
-				err = s.st.dir.SyncTemp(en.tmp)
-			} else {
-				// Another delivery linked it; that writer may have died
-				// before its syncs.
-				err = s.st.dir.SyncFile(en.file.Name)
-			}
-			if err != nil {
-				stop(en.i, s.fileError(en.file.Name, err))
-				break
-			}
-		}
+		s.syncData(entries, stop)
 	}
 	if err := ctx.Err(); err != nil && len(entries) > 0 {
 		stop(entries[0].i, fmt.Errorf("spool sink: %w", err))
@@ -254,6 +241,35 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 		}
 	}
 	return results
+}
+
+// syncData makes every entry's data durable before anything is linked: the
+// batch's temp files together, and each duplicate's existing file (another
+// delivery linked it; that writer may have died before its syncs). A
+// failure stops the batch at the first entry it may concern.
+func (s *Sink) syncData(entries []*entry, stop func(int, error)) {
+	var temps []*spoolfile.Temp
+	first := -1
+	for _, en := range entries {
+		if en.tmp != nil {
+			temps = append(temps, en.tmp)
+			if first < 0 {
+				first = en.i
+			}
+		}
+	}
+	if err := s.st.dir.SyncTemps(temps); err != nil {
+		stop(first, s.fileError("of this batch", err))
+		return
+	}
+	for _, en := range entries {
+		if en.dup {
+			if err := s.st.dir.SyncFile(en.file.Name); err != nil {
+				stop(en.i, s.fileError(en.file.Name, err))
+				return
+			}
+		}
+	}
 }
 
 // admit checks that one more record of size n fits, with admitted records
