@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/seal"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
@@ -159,5 +160,31 @@ func TestGoldenVectors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSplicedWrapper: the compact encrypted wrapper spliced around the
+// envelope bytes equals the one encoded from the parsed envelope, and an
+// envelope whose key id is not ASCII takes the encoding path (its ascii
+// escapes become literal characters in the utf8 wrapper).
+func TestSplicedWrapper(t *testing.T) {
+	for _, keyID := range []string{"edge-spool-2026-05", "kanten-schlüssel"} {
+		s := goldenSeal(t)
+		s.KeyID = keyID
+		f, err := Encoder{Seal: s, Random: &nonces{}}.Encode(goldenEnvelope(), goldenSpooled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := ParseWrapper(f.Name, f.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(jsonx.Marshal(w.doc, jsonx.UTF8), '\n')
+		if !bytes.Equal(f.Data, want) {
+			t.Errorf("key id %q: wrapper is not its canonical encoding (-want +got):\n%s", keyID, cmp.Diff(string(want), string(f.Data)))
+		}
+		if !bytes.Contains(f.Data, []byte(`"key_id":"`+keyID+`"`)) {
+			t.Errorf("key id %q not written literally", keyID)
+		}
 	}
 }
