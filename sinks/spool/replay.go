@@ -54,7 +54,10 @@ type FileError struct {
 	Err  error
 }
 
+// Error returns "<file>: <text>".
 func (e *FileError) Error() string { return e.File + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying failure.
 func (e *FileError) Unwrap() error { return e.Err }
 
 // ErrLocked: another replay-spool holds the spool lock.
