@@ -20,7 +20,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// The golden vectors V1–V4 of docs/spool.md were produced by upstream
+// The four reference files of docs/spool.md (Compatibility), V1–V4, were produced by upstream
 // 0.4.2's own record code; testdata holds V1, V2 and V4 verbatim, V3 is
 // pinned by its size and SHA-256.
 
