@@ -46,8 +46,10 @@ type Sink struct {
 	gRecords, gBytes sink.Gauge
 	rejections       sink.Counter
 
-	// syncDirHook, when set by a test, replaces fsync of the directory.
-	syncDirHook func() error
+	// syncDirHook and syncDataHook, when set by a test, replace the
+	// directory fsync and the data sync of a batch's temp files.
+	syncDirHook  func() error
+	syncDataHook func() error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -249,17 +251,19 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 // failure stops the batch at the first entry it may concern.
 func (s *Sink) syncData(entries []*entry, stop func(int, error)) {
 	var temps []*spoolfile.Temp
-	first := -1
 	for _, en := range entries {
 		if en.tmp != nil {
 			temps = append(temps, en.tmp)
-			if first < 0 {
-				first = en.i
-			}
 		}
 	}
-	if err := s.st.dir.SyncTemps(temps); err != nil {
-		stop(first, s.fileError("of this batch", err))
+	sync := func() error { return s.st.dir.SyncTemps(temps) }
+	if s.syncDataHook != nil && len(temps) > 0 {
+		sync = s.syncDataHook
+	}
+	if err := sync(); err != nil {
+		// A failed syncfs may concern any file of the filesystem: nothing
+		// of this batch is known durable.
+		stop(entries[0].i, s.fileError("of this batch", err))
 		return
 	}
 	for _, en := range entries {

@@ -277,6 +277,22 @@ func TestDirectorySyncFailure(t *testing.T) {
 	}
 }
 
+// TestDataSyncFailure: a failed data sync places nothing; a duplicate
+// earlier in the batch is not reported either.
+func TestDataSyncFailure(t *testing.T) {
+	s := open(t, config(t))
+	s.WriteBatch(t.Context(), []*sink.Envelope{env(1, "")})
+	s.syncDataHook = func() error { return errors.New("injected EIO") }
+	rs := s.WriteBatch(t.Context(), []*sink.Envelope{env(1, ""), env(2, ""), env(3, "")})
+	if d := cmp.Diff([]sink.Outcome{sink.Temporary, sink.NotAttempted, sink.NotAttempted}, outcomes(rs)); d != "" {
+		t.Errorf("outcomes (-want +got):\n%s", d)
+	}
+	if n := len(spoolFiles(t, s.Directory())); n != 1 {
+		t.Errorf("%d files after a failed data sync, want only the earlier one", n)
+	}
+	assertNoTemps(t, s.Directory())
+}
+
 func TestCancelled(t *testing.T) {
 	s := open(t, config(t))
 	ctx, cancel := contextWithCancel(t)
