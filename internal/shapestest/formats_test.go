@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3"
@@ -237,6 +238,126 @@ func TestNoSpecPaths(t *testing.T) {
 	}
 	if checked < 100 {
 		t.Errorf("checked %d files; the walk did not reach the repository", checked)
+	}
+}
+
+// TestDocLinks checks every relative link of README.md and docs/*.md: the
+// file exists and, for a link into a page, the heading anchor exists there
+// (GitHub's anchors). Code comments and other pages point at headings such
+// as docs/delivery.md#retries-and-back-off, so renaming one must show here.
+func TestDocLinks(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, filepath.Join(repoRoot, "README.md"))
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		a := map[string]bool{}
+		seen := map[string]int{}
+		for _, line := range proseLines(string(b)) {
+			m := headingLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			slug := slugify(m[1])
+			if n := seen[slug]; n > 0 {
+				a[fmt.Sprintf("%s-%d", slug, n)] = true
+			} else {
+				a[slug] = true
+			}
+			seen[slug]++
+		}
+		anchors[path] = a
+		return a
+	}
+	links := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range proseLines(string(b)) {
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				links++
+				file, anchor, _ := strings.Cut(target, "#")
+				path := page
+				if file != "" {
+					path = filepath.Join(filepath.Dir(page), file)
+					if _, err := os.Stat(path); err != nil {
+						t.Errorf("%s: link %q: %v", page, target, err)
+						continue
+					}
+				}
+				if anchor != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[anchor] {
+					t.Errorf("%s: link %q: no heading with anchor #%s in %s", page, target, anchor, path)
+				}
+			}
+		}
+	}
+	if links < 50 {
+		t.Errorf("found %d relative links; the link pattern no longer matches", links)
+	}
+}
+
+var (
+	headingLine = regexp.MustCompile(`^#{1,6} +(.+?) *$`)
+	mdLink      = regexp.MustCompile(`\]\(([^()\s]+)\)`)
+)
+
+// proseLines returns the lines of a markdown page outside fenced blocks.
+func proseLines(doc string) []string {
+	var out []string
+	fenced := false
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// slugify is GitHub's heading anchor: lower case, letters, digits, '-' and
+// '_' kept, spaces turned into '-', everything else dropped.
+func slugify(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func TestSlugify(t *testing.T) {
+	for in, want := range map[string]string{
+		"Retries and back-off":                          "retries-and-back-off",
+		"`max_in_flight_batches` is honoured":           "max_in_flight_batches-is-honoured",
+		"`sink (type \"s3\")`":                          "sink-type-s3",
+		"Decisions where nats-sink differs, or chooses": "decisions-where-nats-sink-differs-or-chooses",
+		"1. The consumer exists (`bind_only`), no DLQ":  "1-the-consumer-exists-bind_only-no-dlq",
+	} {
+		if got := slugify(in); got != want {
+			t.Errorf("slugify(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
