@@ -361,6 +361,36 @@ func TestSlugify(t *testing.T) {
 	}
 }
 
+// TestObservabilityMetrics checks that docs/observability.md names every
+// core metric (every name of the snapshot document), so a metric added to
+// the code cannot stay undocumented.
+func TestObservabilityMetrics(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs", "observability.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := telemetry.NewMetrics(nil, "nats_sinks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := jsonx.Parse(m.Snapshot(snapshotAt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := 0
+	for _, group := range []string{"counters", "gauges", "observations"} {
+		for name := range tree.(map[string]any)[group].(map[string]any) {
+			names++
+			if !bytes.Contains(page, []byte("`"+name+"`")) {
+				t.Errorf("docs/observability.md does not name the metric %s (%s)", name, group)
+			}
+		}
+	}
+	if names < 60 {
+		t.Errorf("the snapshot has %d metric names; expected the full core set", names)
+	}
+}
+
 // The inputs the page states besides the golden message.
 var (
 	// failedAt is when the dead letter of the golden message is built.
