@@ -6,7 +6,7 @@
 // them.
 //
 // Secrets named by *_env and *_file keys are not read while loading; they
-// are resolved when a connection is opened (ResolveSecret).
+// are resolved when a connection is opened (package secret).
 package config
 
 import (
@@ -49,6 +49,10 @@ func (e *Error) Error() string {
 	}
 	return b.String()
 }
+
+// Is reports whether target is sink.ErrConfig: every Error is a
+// configuration error.
+func (e *Error) Is(target error) bool { return target == sink.ErrConfig }
 
 func fileError(file, msg string) *Error {
 	return &Error{File: file, Problems: []Problem{{Path: file, Message: msg}}}

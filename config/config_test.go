@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -513,58 +512,6 @@ func TestEffectiveRawSink(t *testing.T) {
 	want := map[string]any{"type": "kafka", "brokers": []any{"a:9092"}, "sasl_password": "********"}
 	if diff := cmp.Diff(want, back["sink"]); diff != "" {
 		t.Errorf("effective sink mismatch (-want +got):\n%s", diff)
-	}
-}
-
-func TestSecretNeverPrints(t *testing.T) {
-	s := Secret("hunter2")
-	var logged strings.Builder
-	slog.New(slog.NewTextHandler(&logged, nil)).Info("x", "secret", s)
-	js, _ := json.Marshal(struct{ P Secret }{s})
-	for _, got := range []string{fmt.Sprint(s), fmt.Sprintf("%v %s %#v %+v", s, s, s, s), fmt.Sprintf("%v", &NATS{Password: &s}), logged.String(), string(js)} {
-		if strings.Contains(got, "hunter2") {
-			t.Errorf("secret printed: %q", got)
-		}
-	}
-	if s.Reveal() != "hunter2" {
-		t.Errorf("Reveal() = %q", s.Reveal())
-	}
-}
-
-func TestResolveSecret(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "pw")
-	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	value := Secret("inline")
-	envName, missing, missingFile := "PW_VAR", "NOPE", filepath.Join(dir, "absent")
-	env := mapEnv(map[string]string{"PW_VAR": "from-env"})
-	for _, tt := range []struct {
-		name      string
-		v         *Secret
-		e, f      *string
-		want      string
-		wantOK    bool
-		wantError string
-	}{
-		{"none", nil, nil, nil, "", false, ""},
-		{"inline", &value, nil, nil, "inline", true, ""},
-		{"env", nil, &envName, nil, "from-env", true, ""},
-		{"file without trailing newline", nil, nil, &file, "from-file", true, ""},
-		{"env missing", nil, &missing, nil, "", false, "nats.password_env: environment variable NOPE is not set"},
-		{"file missing", nil, nil, &missingFile, "", false, "nats.password_file: cannot read secret file: open " + missingFile + ": no such file or directory"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok, err := ResolveSecret("nats.password", tt.v, tt.e, tt.f, env)
-			gotErr := ""
-			if err != nil {
-				gotErr = err.Error()
-			}
-			if got.Reveal() != tt.want || ok != tt.wantOK || gotErr != tt.wantError {
-				t.Errorf("ResolveSecret = %q, %v, %q; want %q, %v, %q", got.Reveal(), ok, gotErr, tt.want, tt.wantOK, tt.wantError)
-			}
-		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -53,7 +54,7 @@ func decodeTestFileSink(raw json.RawMessage) (sink.Opener, error) {
 type testSecretSink struct {
 	Type        string            `json:"type"`
 	DSN         string            `json:"dsn"`
-	Password    *Secret           `json:"password"`
+	Password    *secret.Value     `json:"password"`
 	PasswordEnv *string           `json:"password_env"`
 	Headers     map[string]string `json:"headers" null:"empty"`
 	HeadersEnv  map[string]string `json:"headers_env" null:"empty"`

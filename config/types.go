@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -48,10 +49,10 @@ type NATS struct {
 	Durable                  bool              `json:"durable" doc:"false: ephemeral consumer, consumer management skipped."`
 	Name                     *string           `json:"name" doc:"Client connection name."`
 	User                     *string           `json:"user" doc:"Requires exactly one of password, password_env, password_file."`
-	Password                 *Secret           `json:"password" secret:"true" doc:"Requires user; only one of password, password_env, password_file."`
+	Password                 *secret.Value     `json:"password" secret:"true" doc:"Requires user; only one of password, password_env, password_file."`
 	PasswordEnv              *string           `json:"password_env" nonblank:"true" doc:"Environment variable holding the password; requires user."`
 	PasswordFile             *string           `json:"password_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed); requires user."`
-	Token                    *Secret           `json:"token" secret:"true" doc:"Only one of token, token_env, token_file."`
+	Token                    *secret.Value     `json:"token" secret:"true" doc:"Only one of token, token_env, token_file."`
 	TokenEnv                 *string           `json:"token_env" nonblank:"true" doc:"Environment variable holding the token."`
 	TokenFile                *string           `json:"token_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the token."`
 	CredsFile                *string           `json:"creds_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Path to a .creds file."`
@@ -223,7 +224,7 @@ type Encryption struct {
 	Enabled        bool             `json:"enabled" doc:"Encrypt subjects that match no rule."`
 	Algorithm      string           `json:"algorithm" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
 	KeyID          string           `json:"key_id" nonblank:"true" maxlen:"128" doc:"Stored in every envelope."`
-	KeyB64         *Secret          `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
+	KeyB64         *secret.Value    `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
 	KeyB64Env      *string          `json:"key_b64_env" nonblank:"true" doc:"Environment variable holding the base64 key; read when the runner starts."`
 	KeyB64File     *string          `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the base64 key."`
 	NonceSizeBytes int              `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13."`
@@ -235,15 +236,15 @@ type Encryption struct {
 // top-level value, except that a rule with its own key source never
 // inherits the other key field.
 type EncryptionRule struct {
-	Subject        string  `json:"subject" required:"true" nonblank:"true"`
-	Enabled        bool    `json:"enabled" doc:"false = exemption."`
-	Algorithm      *string `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
-	KeyID          *string `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
-	KeyB64         *Secret `json:"key_b64" secret:"true"`
-	KeyB64Env      *string `json:"key_b64_env" nonblank:"true"`
-	KeyB64File     *string `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
-	NonceSizeBytes *int    `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
-	TagLength      *int    `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
+	Subject        string        `json:"subject" required:"true" nonblank:"true"`
+	Enabled        bool          `json:"enabled" doc:"false = exemption."`
+	Algorithm      *string       `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
+	KeyID          *string       `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
+	KeyB64         *secret.Value `json:"key_b64" secret:"true"`
+	KeyB64Env      *string       `json:"key_b64_env" nonblank:"true"`
+	KeyB64File     *string       `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
+	NonceSizeBytes *int          `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
+	TagLength      *int          `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
 }
 
 // SetDefaults sets a rule's defaults before its object is decoded.

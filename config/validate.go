@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/subject"
+	"github.com/nats-sinks/nats-sink/secret"
 )
 
 // validate applies the rules that involve more than one key, or more than
@@ -465,7 +466,7 @@ func (e *Encryption) validate(p *fields.Problems) {
 // checkKeySources checks that one key has at most one source and that
 // direct key material decodes to an AES-256 key; key material is never
 // echoed.
-func checkKeySources(path string, value *Secret, envName, fileName *string, p *fields.Problems) {
+func checkKeySources(path string, value *secret.Value, envName, fileName *string, p *fields.Problems) {
 	if countSet(value != nil, envName != nil, fileName != nil) > 1 {
 		p.Add(path+".key_b64", "set only one of key_b64, key_b64_env, key_b64_file")
 	}

@@ -42,6 +42,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/secret"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Options returns the client options for c. Secrets are resolved here, when
@@ -73,8 +75,7 @@ func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error)
 
 	var problems []config.Problem
 	fail := func(err error) {
-		var ce *config.Error
-		if errors.As(err, &ce) {
+		if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 			problems = append(problems, ce.Problems...)
 			return
 		}
@@ -86,14 +87,14 @@ func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error)
 
 	// Authentication: the loader allows at most one method.
 	if c.User != nil {
-		pw, _, err := config.ResolveSecret(path+".password", c.Password, c.PasswordEnv, c.PasswordFile, env)
+		pw, _, err := secret.Resolve(path+".password", c.Password, c.PasswordEnv, c.PasswordFile, env)
 		if err != nil {
 			fail(err)
 		} else {
 			opts = append(opts, nats.UserInfo(*c.User, pw.Reveal()))
 		}
 	}
-	if tok, ok, err := config.ResolveSecret(path+".token", c.Token, c.TokenEnv, c.TokenFile, env); err != nil {
+	if tok, ok, err := secret.Resolve(path+".token", c.Token, c.TokenEnv, c.TokenFile, env); err != nil {
 		fail(err)
 	} else if ok {
 		opts = append(opts, nats.Token(tok.Reveal()))

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/natsconn"
 	"github.com/nats-sinks/nats-sink/internal/natsconn/natsconntest"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/secret"
 )
 
 // settings returns the nats section's defaults with the given seed URLs,
@@ -166,7 +167,7 @@ func TestUserPassword(t *testing.T) {
 	env := envOf(map[string]string{"NS_PW": right, "NS_BAD": "pw-Wrong-0a5f31"})
 
 	t.Run("inline", func(t *testing.T) {
-		mustConnect(t, withPassword(func(c *config.NATS) { c.Password = ptr(config.Secret(right)) }), nil)
+		mustConnect(t, withPassword(func(c *config.NATS) { c.Password = ptr(secret.Value(right)) }), nil)
 	})
 	t.Run("password_env", func(t *testing.T) {
 		mustConnect(t, withPassword(func(c *config.NATS) { c.PasswordEnv = ptr("NS_PW") }), env)
@@ -180,7 +181,7 @@ func TestUserPassword(t *testing.T) {
 		mustFail(t, c, env, "authorization violation", "pw-Wrong-0a5f31", right)
 	})
 	t.Run("wrong user", func(t *testing.T) {
-		c := withPassword(func(c *config.NATS) { c.Password = ptr(config.Secret(right)) })
+		c := withPassword(func(c *config.NATS) { c.Password = ptr(secret.Value(right)) })
 		c.User = ptr("intruder")
 		mustFail(t, c, nil, "authorization violation", right)
 	})
@@ -213,7 +214,7 @@ func TestToken(t *testing.T) {
 		name string
 		edit func(*config.NATS)
 	}{
-		{"inline", func(c *config.NATS) { c.Token = ptr(config.Secret(right)) }},
+		{"inline", func(c *config.NATS) { c.Token = ptr(secret.Value(right)) }},
 		{"token_env", func(c *config.NATS) { c.TokenEnv = ptr("NS_TOKEN") }},
 		{"token_file", func(c *config.NATS) { c.TokenFile = ptr(writeFile(t, "tok", right+"\n")) }},
 	} {
@@ -225,7 +226,7 @@ func TestToken(t *testing.T) {
 	}
 	t.Run("wrong token", func(t *testing.T) {
 		c := settings(s.ClientURL())
-		c.Token = ptr(config.Secret("tok-Wrong-93aa01"))
+		c.Token = ptr(secret.Value("tok-Wrong-93aa01"))
 		mustFail(t, c, nil, "authorization violation", "tok-Wrong-93aa01", right)
 	})
 	t.Run("unset variable", func(t *testing.T) {
@@ -585,12 +586,12 @@ func TestWebSocket(t *testing.T) {
 
 	t.Run("ws with user and password", func(t *testing.T) {
 		c := settings(ws.WebsocketURL())
-		c.User, c.Password = &user, ptr(config.Secret(pw))
+		c.User, c.Password = &user, ptr(secret.Value(pw))
 		mustConnect(t, c, nil)
 	})
 	t.Run("ws wrong password", func(t *testing.T) {
 		c := settings(ws.WebsocketURL())
-		c.User, c.Password = &user, ptr(config.Secret("ws-Wrong-88"))
+		c.User, c.Password = &user, ptr(secret.Value("ws-Wrong-88"))
 		// Over WebSocket the server may close before the client reads its
 		// -ERR: the client then reports the broken connection.
 		mustFail(t, c, nil, "authorization violation|broken pipe|connection reset", "ws-Wrong-88")
@@ -610,7 +611,7 @@ func TestWebSocket(t *testing.T) {
 	})
 	t.Run("ws url with tls_verify false stays plain", func(t *testing.T) {
 		c := settings(ws.WebsocketURL())
-		c.User, c.Password, c.TLSVerify = &user, ptr(config.Secret(pw)), false
+		c.User, c.Password, c.TLSVerify = &user, ptr(secret.Value(pw)), false
 		mustConnect(t, c, nil)
 	})
 

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -110,7 +110,7 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 // and returns the configured mechanism.
 func (c *Config) saslMechanism() (sasl.Mechanism, error) {
 	s := c.SASL
-	pw, ok, err := config.ResolveSecret("sasl.password", nil, s.PasswordEnv, s.PasswordFile, c.Env)
+	pw, ok, err := secret.Resolve("sasl.password", nil, s.PasswordEnv, s.PasswordFile, c.Env)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w: %w", err, sink.ErrConfig)
 	}

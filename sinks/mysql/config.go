@@ -17,6 +17,7 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -34,9 +35,9 @@ type Config struct {
 	// password; exactly one must be set. The file source is the
 	// configuration-wide [ext] rule of config.md §3 (every *_env secret can
 	// come from a *_file instead).
-	Password     *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
-	PasswordEnv  *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
-	PasswordFile *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	Password     *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv  *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
 	// ConnectionTimeout is the dial and handshake timeout in seconds,
 	// rounded up to whole seconds (at least 1) as upstream's driver did.
 	ConnectionTimeout float64 `json:"connection_timeout" xmin:"0" doc:"Connection timeout in seconds (> 0, rounded up to whole seconds)."`

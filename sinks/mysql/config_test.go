@@ -19,8 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -111,7 +111,7 @@ func TestPassword(t *testing.T) {
 	blankFile := filepath.Join(dir, "blank")
 	os.WriteFile(blankFile, []byte("  \n"), 0o600)
 	str := func(s string) *string { return &s }
-	secret := config.Secret("direct")
+	secret := secret.Value("direct")
 	env := map[string]string{"DB_PW": "from-env", "BLANK": " ", "CTRL": "a\x00b"}
 	for _, tt := range []struct {
 		name    string

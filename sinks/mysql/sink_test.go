@@ -10,12 +10,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 	"github.com/nats-sinks/nats-sink/telemetry"
@@ -316,7 +316,7 @@ func TestAuthenticationIsDestination(t *testing.T) {
 			c := srv.config(srv.table(t))
 			c.AutoCreate = false
 			c.User = tt.user
-			pw := config.Secret(tt.password)
+			pw := secret.Value(tt.password)
 			c.Password = &pw
 			s := open(t, c)
 			r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", `{}`)})[0]
@@ -343,7 +343,7 @@ func TestUnreachableIsTemporary(t *testing.T) {
 	c := Default()
 	c.Port = freePort(t)
 	c.Database, c.User = "db", "u"
-	pw := config.Secret("pw")
+	pw := secret.Value("pw")
 	c.Password = &pw
 	c.ConnectionTimeout = 1
 	s := open(t, c)

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/subject"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -72,10 +73,10 @@ type Connection struct {
 	URLs                     []string          `json:"urls" trim:"true" doc:"Seed URLs, each validated like url; when non-empty they replace url."`
 	Name                     *string           `json:"name" doc:"Client connection name."`
 	User                     *string           `json:"user" doc:"Requires exactly one of password, password_env, password_file."`
-	Password                 *config.Secret    `json:"password" secret:"true" doc:"Requires user."`
+	Password                 *secret.Value     `json:"password" secret:"true" doc:"Requires user."`
 	PasswordEnv              *string           `json:"password_env" nonblank:"true" doc:"Environment variable holding the password; requires user."`
 	PasswordFile             *string           `json:"password_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the password; requires user."`
-	Token                    *config.Secret    `json:"token" secret:"true" doc:"Only one of token, token_env, token_file."`
+	Token                    *secret.Value     `json:"token" secret:"true" doc:"Only one of token, token_env, token_file."`
 	TokenEnv                 *string           `json:"token_env" nonblank:"true" doc:"Environment variable holding the token."`
 	TokenFile                *string           `json:"token_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the token."`
 	CredsFile                *string           `json:"creds_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Path to a .creds file."`

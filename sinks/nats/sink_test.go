@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -177,7 +177,7 @@ func TestDestinationErrors(t *testing.T) {
 		c.Connection = &Connection{}
 		c.Connection.SetDefaults()
 		c.Connection.URL = admin.ConnectedUrl()
-		c.Connection.User, c.Connection.Password = ptr("u"), ptr(config.Secret("p"))
+		c.Connection.User, c.Connection.Password = ptr("u"), ptr(secret.Value("p"))
 		c.PublishTimeoutMS = 300
 		sk := open(t, c)
 		rs := sk.WriteBatch(t.Context(), batch("a.b", "S", 1, 2))

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -41,18 +42,18 @@ type Config struct {
 	// Password, PasswordEnv and PasswordFile are the three sources of the
 	// password; exactly one is required. The file source is the
 	// configuration-wide [ext] rule of config.md §3.
-	Password     *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
-	PasswordEnv  *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
-	PasswordFile *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	Password     *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv  *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
 	// ConfigDir would name the directory of tnsnames.ora. go-ora resolves
 	// no aliases, so any value is rejected at validation.
 	ConfigDir      *string `json:"config_dir" doc:"Directory with tnsnames.ora (not supported by this build)."`
 	WalletLocation *string `json:"wallet_location" nonblank:"true" nocontrol:"true" doc:"Wallet directory (cwallet.sso, or ewallet.p12 with wallet_password) for mutual TLS."`
 	// WalletPassword, WalletPasswordEnv and WalletPasswordFile: at most one,
 	// and only with wallet_location.
-	WalletPassword     *config.Secret `json:"wallet_password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password of ewallet.p12; requires wallet_location."`
-	WalletPasswordEnv  *string        `json:"wallet_password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the wallet password."`
-	WalletPasswordFile *string        `json:"wallet_password_file" nonblank:"true" nocontrol:"true" doc:"File holding the wallet password."`
+	WalletPassword     *secret.Value `json:"wallet_password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password of ewallet.p12; requires wallet_location."`
+	WalletPasswordEnv  *string       `json:"wallet_password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the wallet password."`
+	WalletPasswordFile *string       `json:"wallet_password_file" nonblank:"true" nocontrol:"true" doc:"File holding the wallet password."`
 	// SSLServerDNMatch: go-ora always checks the server certificate against
 	// the host name on TLS connections, which is what true means; false
 	// cannot be honoured.
@@ -275,7 +276,7 @@ func check(c Config) (*sqlmodel.Model, error) {
 // when the sink starts, never during validation. Errors are
 // *sink.ConfigError (exit 2 in the CLI) and never carry the value. ok is
 // false when no source is set.
-func (c *Config) secret(key string, value *config.Secret, env, file *string) (v string, ok bool, err error) {
+func (c *Config) secret(key string, value *secret.Value, env, file *string) (v string, ok bool, err error) {
 	v, path, err := sqlmodel.ResolveSecret(key, value, env, file, c.Env)
 	if err != nil || path == "" {
 		return "", false, err

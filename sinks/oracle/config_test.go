@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -19,7 +20,7 @@ func TestDefaults(t *testing.T) {
 	c := decode(t, "")
 	want := Default()
 	want.DSN, want.User = "db.example:1521/FREEPDB1", "app"
-	pw := config.Secret("pw")
+	pw := secret.Value("pw")
 	want.Password = &pw
 	if diff := cmp.Diff(want, c, cmp.AllowUnexported(Config{}), cmp.Comparer(func(a, b config.Env) bool { return a == nil && b == nil })); diff != "" {
 		t.Errorf("decoded defaults (-want +got):\n%s", diff)

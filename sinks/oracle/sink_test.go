@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	goora "github.com/sijms/go-ora/v2"
 
-	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 )
@@ -138,7 +138,7 @@ func liveServer(t *testing.T) *live {
 	c := Default()
 	c.DSN = u.Host + u.Path
 	c.User = u.User.Username()
-	secret := config.Secret(pw)
+	secret := secret.Value(pw)
 	c.Password = &secret
 	c.AutoCreate = true
 	desc, err := parseDSN(c.DSN)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -31,21 +32,21 @@ type Config struct {
 	// Password, PasswordEnv and PasswordFile are the three sources of the
 	// password; exactly one is required. The environment variable and the
 	// file are read when the sink opens, never during validation.
-	Password              *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
-	PasswordEnv           *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password."`
-	PasswordFile          *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed)."`
-	SSLMode               string         `json:"sslmode" enum:"disable,allow,prefer,require,verify-ca,verify-full" doc:"libpq sslmode."`
-	SSLRootCert           *string        `json:"ssl_root_cert" nonblank:"true" nocontrol:"true" doc:"PEM file of the CAs trusted for the server certificate."`
-	SSLCert               *string        `json:"ssl_cert" nonblank:"true" nocontrol:"true" doc:"Client certificate (requires ssl_key)."`
-	SSLKey                *string        `json:"ssl_key" nonblank:"true" nocontrol:"true" doc:"Client key (requires ssl_cert)."`
-	ConnectTimeoutSeconds int            `json:"connect_timeout_seconds" min:"1" max:"300" doc:"Connection timeout in seconds."`
-	StatementTimeoutMS    int            `json:"statement_timeout_ms" min:"0" max:"3600000" doc:"Server-side statement timeout in milliseconds (0 = none)."`
-	ApplicationName       string         `json:"application_name" nocontrol:"true" doc:"application_name reported to the server (PostgreSQL truncates it to 63 bytes)."`
-	Mode                  string         `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (sinks.md §2)."`
-	UpsertUpdateColumns   *[]string      `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
-	Staging               Staging        `json:"staging" doc:"COPY-based write path."`
-	PoolSize              int            `json:"pool_size" min:"1" max:"64" doc:"Maximum open connections (one per in-flight batch)."`
-	AutoCreate            bool           `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
+	Password              *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv           *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password."`
+	PasswordFile          *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed)."`
+	SSLMode               string        `json:"sslmode" enum:"disable,allow,prefer,require,verify-ca,verify-full" doc:"libpq sslmode."`
+	SSLRootCert           *string       `json:"ssl_root_cert" nonblank:"true" nocontrol:"true" doc:"PEM file of the CAs trusted for the server certificate."`
+	SSLCert               *string       `json:"ssl_cert" nonblank:"true" nocontrol:"true" doc:"Client certificate (requires ssl_key)."`
+	SSLKey                *string       `json:"ssl_key" nonblank:"true" nocontrol:"true" doc:"Client key (requires ssl_cert)."`
+	ConnectTimeoutSeconds int           `json:"connect_timeout_seconds" min:"1" max:"300" doc:"Connection timeout in seconds."`
+	StatementTimeoutMS    int           `json:"statement_timeout_ms" min:"0" max:"3600000" doc:"Server-side statement timeout in milliseconds (0 = none)."`
+	ApplicationName       string        `json:"application_name" nocontrol:"true" doc:"application_name reported to the server (PostgreSQL truncates it to 63 bytes)."`
+	Mode                  string        `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (sinks.md §2)."`
+	UpsertUpdateColumns   *[]string     `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
+	Staging               Staging       `json:"staging" doc:"COPY-based write path."`
+	PoolSize              int           `json:"pool_size" min:"1" max:"64" doc:"Maximum open connections (one per in-flight batch)."`
+	AutoCreate            bool          `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
 	sqlmodel.Shared[sqlmodel.UpsertRoute]
 
 	// Metrics, when set (by the CLI), receives postgres_execute_seconds,

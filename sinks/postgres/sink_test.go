@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
@@ -23,6 +22,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 	"github.com/nats-sinks/nats-sink/telemetry"
@@ -56,7 +56,7 @@ func baseConfig(t testing.TB, dsn string) Config {
 	}
 	c := Default()
 	c.Host, c.Port, c.Database, c.User = cc.Host, int(cc.Port), cc.Database, cc.User
-	pw := config.Secret(cc.Password)
+	pw := secret.Value(cc.Password)
 	if pw == "" {
 		pw = "unused" // the test server trusts local connections
 	}
@@ -474,7 +474,7 @@ func TestPassword(t *testing.T) {
 	natstest.Service(t, dsnEnv)
 	cl := pgtest.Start(t, pgtest.Options{Password: "s3cret-pw"})
 	c := baseConfig(t, cl.DSN())
-	wrong := config.Secret("wrong-password")
+	wrong := secret.Value("wrong-password")
 	c.Password = &wrong
 	_, err := New(t.Context(), c)
 	if res := sink.Failed(err); res.Outcome != sink.Destination {
