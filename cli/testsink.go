@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -79,7 +80,7 @@ func runTestSink(env *Env, args []string) int {
 // var, invalid root directory, key the build cannot honour) are exit 2,
 // everything else exit 1 with the given prefix (runtime §2 step 5, Q19).
 func sinkOpenFailure(env *Env, err error, prefix string) int {
-	if pipeline.IsConfigError(err) {
+	if errors.Is(err, sink.ErrConfig) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 		return exitConfig
 	}

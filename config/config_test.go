@@ -141,7 +141,7 @@ func TestProblems(t *testing.T) {
 		// nats (§3)
 		{"url scheme", doc(`, "url": "http://x:4222"`, ""), []Problem{{Path: "nats.url", Message: "scheme must be one of nats, tls, ws, wss"}}},
 		{"url host", doc(`, "url": "nats://"`, ""), []Problem{{Path: "nats.url", Message: "must include a host"}}},
-		{"url credentials", doc(`, "url": "nats://u:secretpw@host:4222"`, ""), []Problem{{Path: "nats.url", Message: credentialsHint}}},
+		{"url credentials", doc(`, "url": "nats://u:secretpw@host:4222"`, ""), []Problem{{Path: "nats.url", Message: "must not include credentials; use nats.user, nats.password_env, nats.token_env, nats.creds_file or nats.nkey_seed_file"}}},
 		{"url control", doc(`, "url": "nats://ho\u0000st:4222"`, ""), []Problem{{Path: "nats.url", Message: "must not contain control characters"}}},
 		{"url trimmed", doc(`, "url": " nats://host:4222 "`, ""), nil},
 		{"urls mixed", doc(`, "urls": ["ws://a:80", "nats://b:4222"]`, ""), []Problem{{Path: "nats.urls", Message: "must not mix ws/wss with nats/tls URLs"}}},
@@ -330,7 +330,7 @@ func TestProblems(t *testing.T) {
 		{"upstream sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": " Spool "}}`, []Problem{
 			{Path: "sink.type", Message: `"spool" is an upstream sink type that nats-sink does not provide`}}},
 		{"unknown sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "redis"}}`, []Problem{
-			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats)`}}},
+			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, postgres, kafka)`}}},
 		{"sink type missing", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"directory": "d"}}`, []Problem{{Path: "sink.type", Message: "required"}}},
 		{"sink not object", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": "file"}`, []Problem{{Path: "sink", Message: "expected object (got string)"}}},
 		{"sink problems prefixed", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "FILE", "compression_level": 10, "directry": "d"}}`, []Problem{

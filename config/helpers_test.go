@@ -30,7 +30,7 @@ type testFileSink struct {
 	Pretty             bool   `json:"pretty"`
 }
 
-func (*testFileSink) Open(context.Context) (sink.Sink, error) {
+func (*testFileSink) Open(context.Context, sink.Deps) (sink.Sink, error) {
 	return nil, errors.New("test stand-in: not openable")
 }
 
@@ -60,7 +60,7 @@ type testSecretSink struct {
 	HeadersEnv  map[string]string `json:"headers_env" null:"empty"`
 }
 
-func (*testSecretSink) Open(context.Context) (sink.Sink, error) {
+func (*testSecretSink) Open(context.Context, sink.Deps) (sink.Sink, error) {
 	return nil, errors.New("not openable")
 }
 
@@ -75,7 +75,9 @@ func decodeTestSecretSink(raw json.RawMessage) (sink.Opener, error) {
 // rawOpener is an Opener that is not a fields-tagged struct.
 type rawOpener struct{}
 
-func (rawOpener) Open(context.Context) (sink.Sink, error) { return nil, errors.New("not openable") }
+func (rawOpener) Open(context.Context, sink.Deps) (sink.Sink, error) {
+	return nil, errors.New("not openable")
+}
 
 func testRegistry() *sink.Registry {
 	r := sink.NewRegistry()

@@ -11,6 +11,7 @@ import (
 // explicitly in package sinks/builtin; there is no init-time registration.
 type Registry struct {
 	decoders map[string]Decoder
+	names    []string // in registration order
 }
 
 // NewRegistry returns an empty registry.
@@ -26,6 +27,7 @@ func (r *Registry) Register(name string, d Decoder) {
 		panic(fmt.Sprintf("sink: Register called twice for %q", name))
 	}
 	r.decoders[name] = d
+	r.names = append(r.names, name)
 }
 
 // Lookup returns the decoder for a sink type.
@@ -34,15 +36,10 @@ func (r *Registry) Lookup(name string) (Decoder, bool) {
 	return d, ok
 }
 
-// Names returns the registered types, sorted.
-func (r *Registry) Names() []string {
-	names := make([]string, 0, len(r.decoders))
-	for n := range r.decoders {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+// Names returns the registered types in the order they were registered
+// (sinks/builtin registers them in the order of the documentation), for
+// messages that list them.
+func (r *Registry) Names() []string { return slices.Clone(r.names) }
 
 // A Problem is one configuration problem at a JSON path relative to the
 // object being decoded.

@@ -1,8 +1,6 @@
 package sqlmodel
 
 import (
-	"regexp"
-
 	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -30,12 +28,9 @@ func ResolveSecret(key string, value *secret.Value, env, file *string, lookup fu
 	return s.Reveal(), from, nil
 }
 
-var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-
 // SecretProblems returns the problems of one secret's sources (key,
-// key_env, key_file): more than one set, none set when required, and a
-// key_env that is not an environment variable name. Decode's pattern tag
-// reports the last first; this covers Configs built by hand.
+// key_env, key_file): more than one set, or none set when required. (That
+// key_env names an environment variable is its pattern tag's rule.)
 func SecretProblems(key string, required bool, value *secret.Value, env, file *string) []sink.Problem {
 	var out []sink.Problem
 	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
@@ -51,9 +46,6 @@ func SecretProblems(key string, required bool, value *secret.Value, env, file *s
 		add(key, "one of "+sources+" is required")
 	case n > 1:
 		add(key, "set only one of "+sources)
-	}
-	if env != nil && !envName.MatchString(*env) {
-		add(key+"_env", "must match "+envName.String())
 	}
 	return out
 }

@@ -114,7 +114,13 @@ func (srv *server) config(table string) Config {
 
 func open(t testing.TB, c Config) *Sink {
 	t.Helper()
-	s, err := New(context.Background(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps.
+func openWith(t testing.TB, c Config, deps sink.Deps) *Sink {
+	t.Helper()
+	s, err := New(context.Background(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
