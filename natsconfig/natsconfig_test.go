@@ -36,7 +36,9 @@ func TestValidate(t *testing.T) {
 			[]sink.Problem{{Path: "connect_timeout_seconds", Message: "must be between 1 and 300 (got 0)"}}},
 		{"user without password", func(c *natsconfig.Connection) { c.User = ptr("u") },
 			[]sink.Problem{{Path: "user", Message: "requires one of password, password_env, password_file"}}},
-		{"two methods", func(c *natsconfig.Connection) { c.User, c.PasswordEnv, c.Token = ptr("u"), ptr("P"), ptr(secret.Value("t")) },
+		{"two methods", func(c *natsconfig.Connection) {
+			c.User, c.PasswordEnv, c.Token = ptr("u"), ptr("P"), ptr(secret.Value("t"))
+		},
 			[]sink.Problem{{Path: "(root)", Message: "configure a single NATS authentication method"}}},
 		{"credentials in the url are not echoed", func(c *natsconfig.Connection) { c.URL = "nats://u:s3cret@h:4222" },
 			[]sink.Problem{{Path: "url", Message: "must not include credentials; use user, password_env, token_env, creds_file or nkey_seed_file"}}},
