@@ -145,42 +145,39 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 		}
 	}
 
-	// Steps 5 and 6: the sink and NATS. A NATS republish sink may reuse the
-	// source connection, so it opens after the connection; every other sink
-	// opens first, as runtime §2 orders it.
-	openTheSink := func() error {
-		if o.Sink != nil {
-			p.sink = o.Sink
-			return nil
+	// Steps 5 and 6: the sink, then NATS, as runtime §2 orders them. A sink
+	// that reuses the source connection (the NATS republish sink with
+	// connection null) asks for it while it opens: connect then connects
+	// early, and step 6 finds the connection made.
+	var connErr error
+	connect := func() (*nats.Conn, error) {
+		if p.nc != nil || connErr != nil {
+			return p.nc, connErr
 		}
-		var err error
-		if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, p.nc, o.Env); err != nil {
-			if _, keyed := errors.AsType[*config.Error](err); keyed {
-				return err // names its key: "sink.password_env: ..."
-			}
-			return fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
+		nc, err := nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
+		if err != nil {
+			connErr = fmt.Errorf("connect to NATS: %w", err)
+			return nil, connErr
 		}
-		return nil
-	}
-	sinkNeedsConn := cfg.Sink.Type == "nats"
-	if !sinkNeedsConn {
-		if err := openTheSink(); err != nil {
-			return nil, err
-		}
+		p.nc, p.ownConn = nc, true
+		return nc, nil
 	}
 	if o.Conn != nil {
 		p.nc = o.Conn
-	} else {
-		p.nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("connect to NATS: %w", err)
-		}
-		p.ownConn = true
 	}
-	if sinkNeedsConn {
-		if err := openTheSink(); err != nil {
-			return nil, err
+	if o.Sink != nil {
+		p.sink = o.Sink
+	} else if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, connect, o.Env); err != nil {
+		if connErr != nil {
+			return nil, connErr // the sink could not get the connection: a NATS failure
 		}
+		if _, keyed := errors.AsType[*config.Error](err); keyed {
+			return nil, err // names its key: "sink.password_env: ..."
+		}
+		return nil, fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
+	}
+	if _, err := connect(); err != nil {
+		return nil, err
 	}
 	p.metrics.NATSConnected.Set(1)
 	if p.js, err = NewJetStream(p.nc, &cfg.NATS); err != nil {

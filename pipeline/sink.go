@@ -20,9 +20,10 @@ import (
 // children of the runner's message spans), the source it must not loop
 // into or may publish over (nats.stream, the consumer's filter subjects —
 // consumer_management.filter_subjects, else nats.subject —, nats.domain,
-// nats.api_prefix and the connection nc, which may be nil), and
-// delivery.shutdown_timeout_ms as the drain bound.
-func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *nats.Conn, env config.Env) sink.Deps {
+// nats.api_prefix, and conn, which returns the source connection, making it
+// if need be; nil: none), and delivery.shutdown_timeout_ms as the drain
+// bound.
+func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) sink.Deps {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -32,8 +33,14 @@ func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *na
 	}
 	src := sink.Source{Stream: cfg.NATS.Stream, FilterSubjects: filters,
 		Domain: deref(cfg.NATS.Domain), APIPrefix: deref(cfg.NATS.APIPrefix)}
-	if nc != nil {
-		src.Conn = nc
+	if conn != nil {
+		src.Conn = func() (any, error) {
+			nc, err := conn()
+			if nc == nil || err != nil {
+				return nil, err // an untyped nil: no *nats.Conn(nil) in an interface
+			}
+			return nc, nil
+		}
 	}
 	return sink.Deps{
 		Env:          env,
@@ -45,14 +52,14 @@ func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *na
 	}
 }
 
-// OpenSink opens the sink cfg configures with SinkDeps(cfg, m, log, nc,
+// OpenSink opens the sink cfg configures with SinkDeps(cfg, m, log, conn,
 // env). A configuration problem the sink finds while opening (an unset
 // environment variable, a directory that cannot be used) comes back as a
 // *config.Error whose paths start at the document root
 // ("sink.password_env"), as the loader reports problems; any other error
 // is the sink's own.
-func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *nats.Conn, env config.Env) (sink.Sink, error) {
-	s, err := cfg.Sink.Opener.Open(ctx, SinkDeps(cfg, m, log, nc, env))
+func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) (sink.Sink, error) {
+	s, err := cfg.Sink.Opener.Open(ctx, SinkDeps(cfg, m, log, conn, env))
 	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 		// File names the settings for the multi-problem header ("2
 		// problems in the sink settings"); a single problem prints alone.

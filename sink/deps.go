@@ -84,11 +84,24 @@ type Source struct {
 	// "" = none.
 	Domain    string
 	APIPrefix string
-	// Conn is the host's NATS connection, a *nats.Conn of
-	// github.com/nats-io/nats.go, for sinks that may publish over it; nil when
-	// the host has none. It is typed any so that this package imports only
-	// the standard library.
-	Conn any
+	// Conn returns the host's NATS connection, a *nats.Conn of
+	// github.com/nats-io/nats.go, for sinks that may publish over it; the
+	// host connects when it is first asked, so a sink that does not call it
+	// does not make the host connect before the sink has opened. It returns
+	// nil, nil when the host has no connection, and the host's connect
+	// error, which the sink returns as it is. Nil means no connection. Read
+	// it through Connection. The result is typed any so that this package
+	// imports only the standard library.
+	Conn func() (any, error)
+}
+
+// Connection returns the host's NATS connection through s.Conn: nil, nil
+// when there is none.
+func (s Source) Connection() (any, error) {
+	if s.Conn == nil {
+		return nil, nil
+	}
+	return s.Conn()
 }
 
 // Metrics registers a sink's metrics with the host. Names are given without

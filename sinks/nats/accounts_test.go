@@ -174,7 +174,7 @@ accounts {
 		// the target is then stored by DECOY, which expected_stream refuses.
 		src, _ := natstest.Connect(t, srv, nats.UserInfo("src", "srcpw"))
 		_, err := openJSONErr(t, `{"type": "nats", "subject_prefix": "audit", "expected_stream": "AUDIT"}`,
-			func(d *sink.Deps) { d.Source.Conn = src })
+			func(d *sink.Deps) { d.Source.Conn = func() (any, error) { return src, nil } })
 		if !errors.Is(err, sink.ErrConfig) || !strings.Contains(err.Error(), "stored by stream DECOY") {
 			t.Errorf("Open with the source connection = %v, want a configuration error naming DECOY", err)
 		}
@@ -236,7 +236,7 @@ leafnodes {
 	// and its JetStream context, here the nats section's domain "hub".
 	edge, _ := natstest.Connect(t, leaf, nats.UserInfo("edge", "edgepw"))
 	reuse := openJSON(t, `{"type": "nats", "subject": "central.reused", "expected_stream": "CENTRAL"}`,
-		func(d *sink.Deps) { d.Source.Conn, d.Source.Domain = edge, "hub" })
+		func(d *sink.Deps) { d.Source.Conn, d.Source.Domain = func() (any, error) { return edge, nil }, "hub" })
 	// Its own stream sequences: Nats-Msg-Id must not collide with b's.
 	if rs := reuse.WriteBatch(t.Context(), envelopes("edge.other", "OTHER", 1, 1)); rs[0].Outcome != sink.Committed {
 		t.Errorf("write over the reused source connection = %v (%v), want committed", rs[0].Outcome, rs[0].Err)

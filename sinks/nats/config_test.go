@@ -281,3 +281,15 @@ func TestEffectiveAndSchema(t *testing.T) {
 		t.Errorf("schema properties lack max_concurrent_publishes: %v", schema)
 	}
 }
+
+// TestSourceConnectionError: with connection null the sink asks the host
+// for its connection while it opens; the host's connect error comes back
+// as it is, not as a configuration problem.
+func TestSourceConnectionError(t *testing.T) {
+	boom := errors.New("connect to NATS: no servers available for connection")
+	d := sink.Deps{Source: sink.Source{Conn: func() (any, error) { return nil, boom }}}
+	_, err := New(t.Context(), literal("copy.a"), d)
+	if !errors.Is(err, boom) || errors.Is(err, sink.ErrConfig) {
+		t.Errorf("New = %v, want the host's connect error, not a configuration error", err)
+	}
+}

@@ -46,7 +46,15 @@ func prefixed(prefix string) Config {
 // deps is what the pipeline gives the sink: the source connection nc
 // (nil: none) and tracing.
 func deps(nc *nats.Conn) sink.Deps {
-	return sink.Deps{Source: sink.Source{Conn: nc}, Tracer: tracing.ForSinks()}
+	return sink.Deps{Source: sink.Source{Conn: source(nc)}, Tracer: tracing.ForSinks()}
+}
+
+// source returns nc as sink.Source's connection hook; nil means none.
+func source(nc *nats.Conn) func() (any, error) {
+	if nc == nil {
+		return nil
+	}
+	return func() (any, error) { return nc, nil }
 }
 
 // open starts a sink for c over the source connection nc with a fixed

@@ -50,8 +50,8 @@ type Sink struct {
 
 // New starts a nats sink: it validates c (Config.Validate), applies the
 // loop rule against the source's filters (deps.Source.FilterSubjects),
-// connects (or, with connection null, reuses deps.Source.Conn, a
-// *nats.Conn), and looks up the stream that stores the target. Invalid
+// connects (or, with connection null, reuses the source connection,
+// deps.Source.Connection), and looks up the stream that stores the target. Invalid
 // values, a loop, a missing source connection and an unresolvable secret
 // are a *sink.ConfigError naming the key; a target that no stream stores is
 // an error wrapping sink.ErrConfig.
@@ -65,7 +65,11 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	s := &Sink{cfg: c, slots: make(chan struct{}, c.MaxConcurrentPublishes), now: time.Now,
 		spanName: "publish " + c.probeTarget(), tracer: deps.Tracing()}
 	if c.Connection == nil {
-		nc, _ := deps.Source.Conn.(*nats.Conn)
+		conn, err := deps.Source.Connection()
+		if err != nil {
+			return nil, err // the host's connect error
+		}
+		nc, _ := conn.(*nats.Conn)
 		if nc == nil {
 			return nil, problem("connection", "null reuses the source connection, and there is none to reuse")
 		}

@@ -85,7 +85,7 @@ func TestRedeliveryIsDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := prefixed("copy")
-	s, err := New(t.Context(), c, sink.Deps{Source: sink.Source{Conn: nc}, Metrics: m.ForSinks()})
+	s, err := New(t.Context(), c, sink.Deps{Source: sink.Source{Conn: source(nc)}, Metrics: m.ForSinks()})
 	if err != nil {
 		t.Fatal(err)
 	}
