@@ -104,7 +104,7 @@ func runReplaySpool(env *Env, args []string) (code int) {
 		return exitOK
 	}
 
-	deps := sink.Deps{Env: env.Getenv, DrainTimeout: ms(spoolCfg.Delivery.ShutdownTimeoutMS)}
+	deps := pipeline.SinkDeps(spoolCfg, nil, nil, nil, config.Env(env.Getenv))
 	r, err := sc.StartReplay(ctx, deps, opts)
 	if err != nil {
 		return replayStartFailure(env, err, true)
@@ -147,8 +147,6 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
 }
-
-func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // checkReplayTarget returns the configuration problem of a target, or "".
 func checkReplayTarget(cfg *config.Config, sc spool.Config) string {
@@ -268,24 +266,38 @@ func replayStartFailure(env *Env, err error, run bool) int {
 }
 
 // openReplayTarget opens the target configuration's sink. Only its sink
-// section is applied; a nats target whose connection is null (reuse the
-// source connection) gets a connection made from the target's nats section.
+// section is applied; a sink that asks for the source connection (the NATS
+// republish sink with connection null) gets one made from the target's nats
+// section.
 func openReplayTarget(ctx context.Context, env *Env, cfg *config.Config) (sink.Sink, func(), error) {
 	log := telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING")
 	var nc *nats.Conn
-	closeConn := func() {}
-	if cfg.Sink.Type == "nats" {
+	var connErr error
+	connect := func() (*nats.Conn, error) {
+		if nc != nil || connErr != nil {
+			return nc, connErr
+		}
 		m, _ := telemetry.NewMetrics(nil, cfg.Metrics.Namespace)
 		opts, err := pipeline.NATSOptions(&cfg.NATS, config.Env(env.Getenv), log, m)
 		if err != nil {
-			return nil, nil, err
+			connErr = err
+			return nil, err
 		}
 		if nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), opts...); err != nil {
-			return nil, nil, fmt.Errorf("connect to NATS: %w", err)
+			connErr = fmt.Errorf("connect to NATS: %w", err)
+			return nil, connErr
 		}
-		closeConn = nc.Close
+		return nc, nil
 	}
-	s, err := pipeline.OpenSink(ctx, cfg, nil, log, nc, config.Env(env.Getenv))
+	closeConn := func() {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+	s, err := pipeline.OpenSink(ctx, cfg, nil, log, connect, config.Env(env.Getenv))
+	if connErr != nil {
+		err = connErr // the sink could not get the connection: report that
+	}
 	if err != nil {
 		closeConn()
 		return nil, nil, err

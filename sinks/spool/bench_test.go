@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 )
@@ -66,7 +67,7 @@ func benchSink(b *testing.B, variant, dir string) sink.Sink {
 	if variant == "file" {
 		c := file.Default()
 		c.Directory = dir
-		s, err := file.New(b.Context(), c)
+		s, err := file.New(b.Context(), c, sink.Deps{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func benchSink(b *testing.B, variant, dir string) sink.Sink {
 	c.MaxRecords = 10_000_000
 	c.MaxBytes = 1 << 40
 	if variant == "spool-encrypted" {
-		key := Secret(testKey)
+		key := secret.Value(testKey)
 		c.Encryption.Enabled, c.Encryption.KeyB64 = true, &key
 	} else {
 		c.AllowUnencrypted = true

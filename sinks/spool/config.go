@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -24,26 +23,27 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/seal"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Config is the spool sink's configuration. Default returns it with every
 // default; Decode fills it from a "sink" object.
 type Config struct {
-	Type              string             `json:"type" trim:"true" lower:"true" enum:"spool" doc:"Sink type."`
-	Directory         string             `json:"directory" required:"true" nonblank:"true" doc:"Spool directory; a leading ~ is expanded to the home directory. Created with mode 0700."`
-	MaxRecords        int                `json:"max_records" min:"1" max:"10000000" doc:"Most spool files at once; a full spool refuses new messages (they stay unacknowledged)."`
-	MaxBytes          int64              `json:"max_bytes" min:"1048576" max:"1099511627776" doc:"Most bytes of spool files at once."`
-	DuplicatePolicy   string             `json:"duplicate_policy" enum:"skip_existing,fail" doc:"What a redelivered message whose file exists becomes: a duplicate, or a dead letter."`
-	PayloadMode       record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Shapes payload_preview only; replay sends the original bytes."`
-	IncludeMetadata   bool               `json:"include_metadata" doc:"Store the standard metadata document in each record."`
-	CreateDirectory   bool               `json:"create_directory" doc:"Create a missing directory at start."`
-	Fsync             bool               `json:"fsync" doc:"Make each file and the directory durable before acknowledging."`
-	Pretty            bool               `json:"pretty" doc:"Indent the wrapper file (an encrypted record stays compact)."`
-	DrainOrdering     string             `json:"drain_ordering" enum:"priority,fifo" doc:"replay-spool order: priority rank then age, or age only."`
-	DeleteAfterReplay bool               `json:"delete_after_replay" doc:"replay-spool deletes a file once its target committed it; false replays every file again next time."`
-	Encryption        Encryption         `json:"encryption" doc:"Record encryption (the keys of the top-level encryption section)."`
-	AllowUnencrypted  bool               `json:"allow_unencrypted" doc:"Permit plaintext records (local development only)."`
+	Type              string     `json:"type" trim:"true" lower:"true" enum:"spool" doc:"Sink type."`
+	Directory         string     `json:"directory" required:"true" nonblank:"true" doc:"Spool directory; a leading ~ is expanded to the home directory. Created with mode 0700."`
+	MaxRecords        int        `json:"max_records" min:"1" max:"10000000" doc:"Most spool files at once; a full spool refuses new messages (they stay unacknowledged)."`
+	MaxBytes          int64      `json:"max_bytes" min:"1048576" max:"1099511627776" doc:"Most bytes of spool files at once."`
+	DuplicatePolicy   string     `json:"duplicate_policy" enum:"skip_existing,fail" doc:"What a redelivered message whose file exists becomes: a duplicate, or a dead letter."`
+	PayloadMode       string     `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Shapes payload_preview only; replay sends the original bytes."`
+	IncludeMetadata   bool       `json:"include_metadata" doc:"Store the standard metadata document in each record."`
+	CreateDirectory   bool       `json:"create_directory" doc:"Create a missing directory at start."`
+	Fsync             bool       `json:"fsync" doc:"Make each file and the directory durable before acknowledging."`
+	Pretty            bool       `json:"pretty" doc:"Indent the wrapper file (an encrypted record stays compact)."`
+	DrainOrdering     string     `json:"drain_ordering" enum:"priority,fifo" doc:"replay-spool order: priority rank then age, or age only."`
+	DeleteAfterReplay bool       `json:"delete_after_replay" doc:"replay-spool deletes a file once its target committed it; false replays every file again next time."`
+	Encryption        Encryption `json:"encryption" doc:"Record encryption (the keys of the top-level encryption section)."`
+	AllowUnencrypted  bool       `json:"allow_unencrypted" doc:"Permit plaintext records (local development only)."`
 }
 
 // Encryption is sink.encryption: the whole spool record is encrypted with
@@ -52,7 +52,7 @@ type Encryption struct {
 	Enabled        bool             `json:"enabled" doc:"Encrypt every spool record."`
 	Algorithm      string           `json:"algorithm" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
 	KeyID          string           `json:"key_id" nonblank:"true" maxlen:"128" doc:"Stored in every record envelope; replay checks it."`
-	KeyB64         *Secret          `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
+	KeyB64         *secret.Value    `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
 	KeyB64Env      *string          `json:"key_b64_env" nonblank:"true" doc:"Environment variable holding the base64 key; read when the sink starts."`
 	KeyB64File     *string          `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the base64 key (one trailing newline removed)."`
 	NonceSizeBytes int              `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13."`
@@ -63,40 +63,19 @@ type Encryption struct {
 // EncryptionRule is one item of sink.encryption.rules, which the spool sink
 // accepts (upstream did) and ignores.
 type EncryptionRule struct {
-	Subject        string  `json:"subject" required:"true" nonblank:"true"`
-	Enabled        bool    `json:"enabled"`
-	Algorithm      *string `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
-	KeyID          *string `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
-	KeyB64         *Secret `json:"key_b64" secret:"true"`
-	KeyB64Env      *string `json:"key_b64_env" nonblank:"true"`
-	KeyB64File     *string `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
-	NonceSizeBytes *int    `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
-	TagLength      *int    `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
+	Subject        string        `json:"subject" required:"true" nonblank:"true"`
+	Enabled        bool          `json:"enabled"`
+	Algorithm      *string       `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
+	KeyID          *string       `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
+	KeyB64         *secret.Value `json:"key_b64" secret:"true"`
+	KeyB64Env      *string       `json:"key_b64_env" nonblank:"true"`
+	KeyB64File     *string       `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
+	NonceSizeBytes *int          `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
+	TagLength      *int          `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
 }
 
 // SetDefaults sets a rule's defaults before its object is decoded.
 func (r *EncryptionRule) SetDefaults() { *r = EncryptionRule{Enabled: true} }
-
-// Secret holds key material. Every printed form is the mask; Reveal is the
-// one way out.
-type Secret string
-
-const mask = "********"
-
-// String returns the mask.
-func (Secret) String() string { return mask }
-
-// GoString returns the mask, so %#v does not leak either.
-func (Secret) GoString() string { return mask }
-
-// LogValue returns the mask for log/slog.
-func (Secret) LogValue() slog.Value { return slog.StringValue(mask) }
-
-// MarshalJSON encodes the mask.
-func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + mask + `"`), nil }
-
-// Reveal returns the secret value.
-func (s Secret) Reveal() string { return string(s) }
 
 // Default returns the configuration with every default. Directory is
 // empty and required.
@@ -106,7 +85,7 @@ func Default() Config {
 		MaxRecords:        100000,
 		MaxBytes:          10 << 30,
 		DuplicatePolicy:   "skip_existing",
-		PayloadMode:       record.JSONOrEnvelope,
+		PayloadMode:       string(record.JSONOrEnvelope),
 		IncludeMetadata:   true,
 		CreateDirectory:   true,
 		Fsync:             true,
@@ -154,7 +133,13 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 	if p.Len() > 0 {
 		return nil, &sink.ConfigError{Problems: p.List()}
 	}
-	return opener(c), nil
+	return c, nil
+}
+
+// ConfigOf returns the Config behind an Opener that Decode returned.
+func ConfigOf(op sink.Opener) (Config, bool) {
+	c, ok := op.(Config)
+	return c, ok
 }
 
 // Validate checks every rule of the configuration without I/O and returns
@@ -181,7 +166,7 @@ func (c Config) Validate() error {
 		p.Addf("max_bytes", "must be between 1048576 and 1099511627776 (got %d)", c.MaxBytes)
 	}
 	oneOf(&p, "duplicate_policy", c.DuplicatePolicy, "skip_existing", "fail")
-	oneOf(&p, "payload_mode", string(c.PayloadMode), "json_or_envelope", "json_only", "text_envelope", "bytes_envelope")
+	oneOf(&p, "payload_mode", c.PayloadMode, "json_or_envelope", "json_only", "text_envelope", "bytes_envelope")
 	oneOf(&p, "drain_ordering", c.DrainOrdering, "priority", "fifo")
 	c.Encryption.validate(&p)
 	if !c.Encryption.Enabled && !c.AllowUnencrypted {
@@ -236,7 +221,7 @@ var envVarName = regexp.MustCompile(`^[^\s=\x00-\x1f]+$`)
 
 // checkKeySources checks that a key has at most one source and that direct
 // key material is an AES-256 key; the material is never echoed.
-func checkKeySources(p *fields.Problems, path string, value *Secret, env, file *string) {
+func checkKeySources(p *fields.Problems, path string, value *secret.Value, env, file *string) {
 	n := 0
 	for _, set := range []bool{value != nil, env != nil, file != nil} {
 		if set {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -28,7 +29,7 @@ func config(t *testing.T) Config {
 	t.Helper()
 	c := Default()
 	c.Directory = filepath.Join(t.TempDir(), "spool")
-	key := Secret(testKey)
+	key := secret.Value(testKey)
 	c.Encryption.Enabled = true
 	c.Encryption.KeyID = "edge-spool-2026-05"
 	c.Encryption.KeyB64 = &key
@@ -133,10 +134,7 @@ func (c counter) Add(n int)                { c.m.mu.Lock(); c.m.counters[c.name]
 func (c counter) With(string) sink.Counter { return c }
 
 func (m *metrics) Counter(name, _ string) (sink.Counter, error) { return counter{m, name}, nil }
-func (m *metrics) CounterVec(name, _, _ string) (sink.CounterVec, error) {
-	return counter{m, name}, nil
-}
-func (m *metrics) Gauge(name, _ string) (sink.Gauge, error) { return gauge{m, name}, nil }
+func (m *metrics) Gauge(name, _ string) (sink.Gauge, error)     { return gauge{m, name}, nil }
 func (m *metrics) Histogram(string, string, []float64) (sink.Histogram, error) {
 	return nil, errors.New("unused")
 }

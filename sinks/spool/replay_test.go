@@ -404,7 +404,7 @@ func TestReplayUpstreamIntoFileSink(t *testing.T) {
 	os.WriteFile(filepath.Join(c.Directory, name), data, 0o600)
 	fc := file.Default()
 	fc.Directory = filepath.Join(t.TempDir(), "out")
-	fs, err := file.New(t.Context(), fc)
+	fs, err := file.New(t.Context(), fc, sink.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/spoolfile"
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -74,7 +75,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	}
 	s := &Sink{
 		st:  st,
-		enc: spoolfile.Encoder{PayloadMode: c.PayloadMode, IncludeMetadata: c.IncludeMetadata, Pretty: c.Pretty, Seal: st.seal},
+		enc: spoolfile.Encoder{PayloadMode: record.PayloadMode(c.PayloadMode), IncludeMetadata: c.IncludeMetadata, Pretty: c.Pretty, Seal: st.seal},
 		now: time.Now,
 	}
 	m := deps.Meter()

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/seal"
 	"github.com/nats-sinks/nats-sink/internal/spoolfile"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -100,29 +99,22 @@ func configProblem(path, msg string) error {
 // the key_b64_file file. A missing variable or unreadable file is a
 // configuration error naming the key, never the material.
 func (e Encryption) resolveKey(deps sink.Deps) ([]byte, error) {
-	var b64, from string
-	switch {
-	case e.KeyB64 != nil:
-		b64, from = e.KeyB64.Reveal(), "encryption.key_b64"
-	case e.KeyB64Env != nil:
-		from = "encryption.key_b64_env"
-		v, ok := deps.LookupEnv(*e.KeyB64Env)
-		if !ok {
-			return nil, configProblem(from, fmt.Sprintf("environment variable %s is not set", *e.KeyB64Env))
-		}
-		b64 = v
-	case e.KeyB64File != nil:
-		from = "encryption.key_b64_file"
-		data, err := os.ReadFile(*e.KeyB64File)
-		if err != nil {
-			// The os error names the path and the operation, never content.
-			return nil, configProblem(from, fmt.Sprintf("cannot read secret file: %v", err))
-		}
-		b64 = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
-		clear(data)
-	default: // Validate refuses an enabled section without a key source
+	const path = "encryption.key_b64"
+	v, ok, err := secret.Resolve(path, e.KeyB64, e.KeyB64Env, e.KeyB64File, deps.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if !ok { // Validate refuses an enabled section without a key source
 		return nil, configProblem("encryption", "key_b64_env or key_b64 is required because sink.encryption.enabled is true")
 	}
+	from := path
+	switch {
+	case e.KeyB64Env != nil:
+		from = path + "_env"
+	case e.KeyB64File != nil:
+		from = path + "_file"
+	}
+	b64 := v.Reveal()
 	key, err := seal.ParseKey(b64)
 	if err != nil {
 		return nil, configProblem(from, err.Error())
