@@ -20,6 +20,7 @@ func TestImportHygiene(t *testing.T) {
 		"nats":     "",
 		"s3":       "github.com/aws/aws-sdk-go-v2",
 		"kafka":    "github.com/twmb/franz-go",
+		"redis":    "github.com/redis/go-redis/v9",
 	}
 	always := []string{"github.com/nats-io/nats-server/v2", "github.com/nats-sinks/nats-sink/cli",
 		"github.com/nats-sinks/nats-sink/sinks/builtin"}

@@ -1,0 +1,202 @@
+// Package brokertest holds the hand-written fakes the broker sinks' tests
+// share: a sink.Metrics that counts in memory, a sink.Tracer that records
+// the spans a sink starts, and a log capture.
+package brokertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/nats-sinks/nats-sink/sink"
+)
+
+// Metrics is a sink.Metrics keeping every instrument in memory.
+type Metrics struct {
+	mu     sync.Mutex
+	counts map[string]int
+	gauges map[string]float64
+	obs    map[string]int
+}
+
+var _ sink.Metrics = (*Metrics)(nil)
+
+// NewMetrics returns empty metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{counts: map[string]int{}, gauges: map[string]float64{}, obs: map[string]int{}}
+}
+
+// Count returns a counter's value (a CounterVec's series are name{value}).
+func (m *Metrics) Count(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[name]
+}
+
+// Gauge returns a gauge's value.
+func (m *Metrics) GaugeValue(name string) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gauges[name]
+}
+
+// Observations returns how many values a histogram observed.
+func (m *Metrics) Observations(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.obs[name]
+}
+
+type instrument struct {
+	m    *Metrics
+	name string
+}
+
+func (i instrument) Add(n int) {
+	i.m.mu.Lock()
+	i.m.counts[i.name] += n
+	i.m.mu.Unlock()
+}
+
+func (i instrument) Set(v float64) {
+	i.m.mu.Lock()
+	i.m.gauges[i.name] = v
+	i.m.mu.Unlock()
+}
+
+func (i instrument) Observe(float64) {
+	i.m.mu.Lock()
+	i.m.obs[i.name]++
+	i.m.mu.Unlock()
+}
+
+func (i instrument) With(v string) sink.Counter { return instrument{i.m, i.name + "{" + v + "}"} }
+
+// Counter returns the counter named name.
+func (m *Metrics) Counter(name, _ string) (sink.Counter, error) { return instrument{m, name}, nil }
+
+// CounterVec returns the counter family named name.
+func (m *Metrics) CounterVec(name, _, _ string) (sink.CounterVec, error) {
+	return instrument{m, name}, nil
+}
+
+// Gauge returns the gauge named name.
+func (m *Metrics) Gauge(name, _ string) (sink.Gauge, error) { return instrument{m, name}, nil }
+
+// Histogram returns the histogram named name.
+func (m *Metrics) Histogram(name, _ string, _ []float64) (sink.Histogram, error) {
+	return instrument{m, name}, nil
+}
+
+// Span is one span a sink started through Tracer.
+type Span struct {
+	Name        string
+	Producer    bool
+	Subject     string
+	Seq         uint64
+	Attrs       map[string]any
+	Traceparent string
+	FailedAs    string
+	Ended       bool
+}
+
+// Tracer is a sink.Tracer that records spans. Each span gets its own
+// traceparent (trace id of the message's own, when it has one), which
+// TraceHeaders returns for it.
+type Tracer struct {
+	mu    sync.Mutex
+	spans []*Span
+}
+
+var _ sink.Tracer = (*Tracer)(nil)
+
+type spanKey struct{}
+
+// StartClient records a span and returns a context carrying it.
+func (tr *Tracer) StartClient(ctx context.Context, e *sink.Envelope, name string, producer bool, attrs ...sink.Attr) (context.Context, sink.Span) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	s := &Span{Name: name, Producer: producer, Subject: e.Subject, Seq: e.StreamSequence, Attrs: map[string]any{}}
+	for _, a := range attrs {
+		s.Attrs[a.Key] = a.Value
+	}
+	s.Traceparent = fmt.Sprintf("00-%032x-%016x-01", 0xabc, len(tr.spans)+1)
+	tr.spans = append(tr.spans, s)
+	return context.WithValue(ctx, spanKey{}, s), recorded{tr, s}
+}
+
+// TraceHeaders returns the traceparent of the span in ctx, with the
+// message's tracestate and baggage; without a span, e's own headers.
+func (tr *Tracer) TraceHeaders(ctx context.Context, e *sink.Envelope) map[string]string {
+	out := map[string]string{}
+	for _, n := range []string{"traceparent", "tracestate", "baggage"} {
+		if v, ok := e.Headers.Get(n); ok {
+			out[n] = v
+		}
+	}
+	if s, ok := ctx.Value(spanKey{}).(*Span); ok {
+		out["traceparent"] = s.Traceparent
+	}
+	return out
+}
+
+// Spans returns copies of the recorded spans.
+func (tr *Tracer) Spans() []Span {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := make([]Span, len(tr.spans))
+	for i, s := range tr.spans {
+		out[i] = *s
+	}
+	return out
+}
+
+type recorded struct {
+	tr *Tracer
+	s  *Span
+}
+
+func (r recorded) SetAttributes(attrs ...sink.Attr) {
+	r.tr.mu.Lock()
+	defer r.tr.mu.Unlock()
+	for _, a := range attrs {
+		r.s.Attrs[a.Key] = a.Value
+	}
+}
+
+func (r recorded) Fail(errorType string, _ error) {
+	r.tr.mu.Lock()
+	defer r.tr.mu.Unlock()
+	r.s.FailedAs = errorType
+}
+
+func (r recorded) End() {
+	r.tr.mu.Lock()
+	defer r.tr.mu.Unlock()
+	r.s.Ended = true
+}
+
+// Logs captures log lines; safe for concurrent use.
+type Logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Logger returns a text logger writing to l.
+func (l *Logs) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// Write appends p.
+func (l *Logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
