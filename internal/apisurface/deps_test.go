@@ -21,6 +21,7 @@ func TestImportHygiene(t *testing.T) {
 		"s3":       "github.com/aws/aws-sdk-go-v2",
 		"kafka":    "github.com/twmb/franz-go",
 		"redis":    "github.com/redis/go-redis/v9",
+		"rabbitmq": "github.com/rabbitmq/amqp091-go",
 	}
 	always := []string{"github.com/nats-io/nats-server/v2", "github.com/nats-sinks/nats-sink/cli",
 		"github.com/nats-sinks/nats-sink/sinks/builtin"}
