@@ -22,6 +22,7 @@ func TestImportHygiene(t *testing.T) {
 		"kafka":    "github.com/twmb/franz-go",
 		"redis":    "github.com/redis/go-redis/v9",
 		"rabbitmq": "github.com/rabbitmq/amqp091-go",
+		"mqtt":     "github.com/eclipse/paho.golang",
 	}
 	always := []string{"github.com/nats-io/nats-server/v2", "github.com/nats-sinks/nats-sink/cli",
 		"github.com/nats-sinks/nats-sink/sinks/builtin"}
