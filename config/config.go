@@ -265,7 +265,7 @@ func unsupportedSections(root map[string]any, p *fields.Problems) []string {
 var upstreamSinkTypes = []string{"spool", "coherence", "oracle_nosql", "foundry", "gotham", "fanout"}
 
 // knownSinkTypes is the list in the unknown-type message (sinks.md order).
-const knownSinkTypes = "file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats"
+const knownSinkTypes = "file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats, redis, rabbitmq, mqtt"
 
 // decodeSink checks sink.type and hands the sink object to the registered
 // Decoder, prefixing its problems with "sink.".

@@ -330,8 +330,8 @@ func TestProblems(t *testing.T) {
 		}},
 		{"upstream sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": " Spool "}}`, []Problem{
 			{Path: "sink.type", Message: `"spool" is an upstream sink type that nats-sink does not provide`}}},
-		{"unknown sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "redis"}}`, []Problem{
-			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats)`}}},
+		{"unknown sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "pulsar"}}`, []Problem{
+			{Path: "sink.type", Message: `unknown sink type "pulsar" (expected one of file, oracle, mysql, postgres, sqlite, http, s3, kafka, nats, redis, rabbitmq, mqtt)`}}},
 		{"sink type missing", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"directory": "d"}}`, []Problem{{Path: "sink.type", Message: "required"}}},
 		{"sink not object", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": "file"}`, []Problem{{Path: "sink", Message: "expected object (got string)"}}},
 		{"sink problems prefixed", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "FILE", "compression_level": 10, "directry": "d"}}`, []Problem{

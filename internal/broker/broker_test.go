@@ -234,16 +234,15 @@ func TestKeys(t *testing.T) {
 
 func TestCheckSize(t *testing.T) {
 	o := DefaultOptions("raw")
-	o.MaxRecordBytes = 1024
 	r, err := o.Build("redis", env("a", "S", 1, nil, strings.Repeat("x", 900)), stored)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Check("redis", r.Size()); err != nil {
+	if err := CheckSize("redis", r.Size(), 1024); err != nil {
 		t.Errorf("900-byte body: %v", err)
 	}
 	r.Body = []byte(strings.Repeat("x", 1000))
-	err = o.Check("redis", r.Size())
+	err = CheckSize("redis", r.Size(), 1024)
 	if res := sink.Failed(err); res.Outcome != sink.Permanent || res.ErrorType != sink.PermanentSinkError ||
 		!strings.Contains(err.Error(), "redis record exceeds max_record_bytes") {
 		t.Errorf("oversized = %+v", res)

@@ -25,14 +25,14 @@ import (
 )
 
 // Options are the record keys every broker sink has. A sink embeds it in its
-// Config and starts it from DefaultOptions.
+// Config and starts it from DefaultOptions. max_record_bytes, whose upper
+// bound differs per sink, is each sink's own key (DefaultMaxRecordBytes).
 type Options struct {
 	RecordFormat     string             `json:"record_format" enum:"envelope,payload,raw" doc:"Record body: the nats_sinks.<type>.message.v1 envelope, the normalised payload alone, or the delivered bytes unchanged."`
 	PayloadMode      record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope and payload formats."`
 	IncludeMetadata  bool               `json:"include_metadata" doc:"Add the standard metadata document to the envelope body."`
 	KeyStrategy      string             `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the record's idempotency key is derived from; a message without that material is dead-lettered (ValidationError)."`
 	ForwardHeaders   bool               `json:"forward_headers" doc:"Copy the message's normalised NATS headers onto the record (trace headers and the sink's own names excepted)."`
-	MaxRecordBytes   int                `json:"max_record_bytes" min:"1024" doc:"Largest record (body plus headers or fields); a larger message is dead-lettered (PermanentSinkError)."`
 	PublishTimeoutMS int                `json:"publish_timeout_ms" min:"100" max:"600000" doc:"How long a record waits for the broker's confirmation before it is a temporary failure (outcome unknown)."`
 
 	// Names are the header names the metadata set gives priority,
@@ -54,6 +54,9 @@ var DefaultMetadataNames = MetadataNames{
 	Labels:         "Nats-Sinks-Labels",
 }
 
+// DefaultMaxRecordBytes is every broker sink's default max_record_bytes.
+const DefaultMaxRecordBytes = 1048576
+
 // DefaultOptions returns the shared defaults with the sink's own default
 // record format ("envelope" for redis and rabbitmq, "raw" for mqtt).
 func DefaultOptions(recordFormat string) Options {
@@ -63,7 +66,6 @@ func DefaultOptions(recordFormat string) Options {
 		IncludeMetadata:  true,
 		KeyStrategy:      "idempotency_key",
 		ForwardHeaders:   true,
-		MaxRecordBytes:   1048576,
 		PublishTimeoutMS: 10000,
 		Names:            DefaultMetadataNames,
 	}
@@ -74,15 +76,13 @@ func (o *Options) PublishTimeout() time.Duration {
 	return time.Duration(o.PublishTimeoutMS) * time.Millisecond
 }
 
-// Problems returns the rule violations of o, given the sink's largest
-// max_record_bytes. The struct tags report most of them when decoding; this
-// repeats them for Configs built by hand.
-func (o *Options) Problems(maxRecord int) []sink.Problem {
+// Problems returns the rule violations of o. The struct tags report them
+// when decoding; this repeats them for Configs built by hand.
+func (o *Options) Problems() []sink.Problem {
 	var ps problems
 	ps.enum("record_format", o.RecordFormat, "envelope", "payload", "raw")
 	ps.enum("payload_mode", string(o.PayloadMode), "json_or_envelope", "json_only", "text_envelope", "bytes_envelope")
 	ps.enum("key_strategy", o.KeyStrategy, "idempotency_key", "stream_sequence", "message_id", "payload_sha256")
-	ps.rangeInt("max_record_bytes", o.MaxRecordBytes, 1024, maxRecord)
 	ps.rangeInt("publish_timeout_ms", o.PublishTimeoutMS, 100, 600000)
 	return ps
 }
@@ -90,7 +90,7 @@ func (o *Options) Problems(maxRecord int) []sink.Problem {
 // Auth is the credentials block of a broker sink: a user name and at most
 // one password source.
 type Auth struct {
-	Username     *string `json:"username" nonblank:"true" nocontrol:"true" doc:"User name; requires a password source."`
+	Username     *string `json:"username" nonblank:"true" nocontrol:"true" doc:"User name to authenticate as."`
 	Password     *Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
 	PasswordEnv  *string `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read when the sink starts."`
 	PasswordFile *string `json:"password_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read when the sink starts."`

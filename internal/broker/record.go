@@ -175,12 +175,12 @@ func (o *Options) Build(typ string, e *sink.Envelope, storedAt time.Time) (*Reco
 	return r, nil
 }
 
-// Check returns the Permanent PermanentSinkError of a record of n bytes
+// CheckSize returns the Permanent PermanentSinkError of a record of n bytes
 // (body plus metadata, as the sink counts them; Record.Size for most) when
-// n is over max_record_bytes, or nil.
-func (o *Options) Check(typ string, n int) error {
-	if n > o.MaxRecordBytes {
-		return sink.AsPermanent(fmt.Errorf("%s record exceeds max_record_bytes (%d bytes, limit %d)", typ, n, o.MaxRecordBytes))
+// n is over limit (max_record_bytes), or nil.
+func CheckSize(typ string, n, limit int) error {
+	if n > limit {
+		return sink.AsPermanent(fmt.Errorf("%s record exceeds max_record_bytes (%d bytes, limit %d)", typ, n, limit))
 	}
 	return nil
 }

@@ -8,10 +8,13 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	kafkasink "github.com/nats-sinks/nats-sink/sinks/kafka"
+	"github.com/nats-sinks/nats-sink/sinks/mqtt"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
+	"github.com/nats-sinks/nats-sink/sinks/rabbitmq"
+	redissink "github.com/nats-sinks/nats-sink/sinks/redis"
 	s3sink "github.com/nats-sinks/nats-sink/sinks/s3"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
@@ -22,10 +25,13 @@ func Registry() *sink.Registry {
 	r.Register("file", file.Decode)
 	r.Register("http", httpsink.Decode)
 	r.Register("kafka", kafkasink.Decode)
+	r.Register("mqtt", decodeWithDeps(mqtt.Decode))
 	r.Register("mysql", mysql.Decode)
 	r.Register("nats", natssink.Decode)
 	r.Register("oracle", oracle.Decode)
 	r.Register("postgres", postgres.Decode)
+	r.Register("rabbitmq", decodeWithDeps(rabbitmq.Decode))
+	r.Register("redis", decodeWithDeps(redissink.Decode))
 	r.Register("s3", s3sink.Decode)
 	r.Register("sqlite", sqlite.Decode)
 	return r
@@ -38,14 +44,18 @@ func Prototypes() map[string]any {
 	natsDefault, postgresDefault, sqliteDefault := natssink.Default(), postgres.Default(), sqlite.Default()
 	s3Default := s3sink.Default()
 	kafkaDefault := kafkasink.Default()
+	redisDefault, rabbitmqDefault, mqttDefault := redissink.Default(), rabbitmq.Default(), mqtt.Default()
 	return map[string]any{
 		"file":     &fileDefault,
 		"http":     &httpDefault,
 		"kafka":    &kafkaDefault,
+		"mqtt":     &mqttDefault,
 		"mysql":    &mysqlDefault,
 		"nats":     &natsDefault,
 		"oracle":   &oracleDefault,
 		"postgres": &postgresDefault,
+		"rabbitmq": &rabbitmqDefault,
+		"redis":    &redisDefault,
 		"s3":       &s3Default,
 		"sqlite":   &sqliteDefault,
 	}

@@ -51,6 +51,7 @@ type Config struct {
 	MessageExpirySeconds *int64     `json:"message_expiry_seconds" min:"1" max:"4294967295" doc:"Message Expiry Interval; null = none."`
 	MaxInflight          int        `json:"max_inflight" min:"1" max:"65535" doc:"Publishes awaiting acknowledgement at once (the server's Receive Maximum caps it)."`
 	broker.Options
+	MaxRecordBytes int `json:"max_record_bytes" min:"1024" max:"268435455" doc:"Largest record (body plus user properties; at most the server's Maximum Packet Size); a larger message is dead-lettered (PermanentSinkError)."`
 }
 
 // Default returns the configuration with every default.
@@ -67,6 +68,7 @@ func Default() Config {
 		RequireSubscribers:   true,
 		MaxInflight:          64,
 		Options:              broker.DefaultOptions("raw"),
+		MaxRecordBytes:       broker.DefaultMaxRecordBytes,
 	}
 }
 
@@ -143,7 +145,8 @@ func (c *Config) Validate() error {
 		ck.Addf("message_expiry_seconds", "must be between 1 and 4294967295 (got %d)", *c.MessageExpirySeconds)
 	}
 	ck.Range("max_inflight", c.MaxInflight, 1, 65535)
-	ck.Append("", c.Options.Problems(MaxRecordBytes))
+	ck.Append("", c.Options.Problems())
+	ck.Range("max_record_bytes", c.MaxRecordBytes, 1024, MaxRecordBytes)
 	return ck.Err()
 }
 

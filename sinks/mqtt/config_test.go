@@ -33,10 +33,12 @@ func TestDecodeProblems(t *testing.T) {
 			{Path: "qos", Message: "must be one of 1, 2 (got 0)"},
 			{Path: "max_inflight", Message: "must be between 1 and 65535 (got 70000)"},
 		}},
-		{"cross-key", `{"type":"mqtt","url":"mqtt://h/path","topic":"$SYS/{subject}","retain":true,"max_record_bytes":268435456}`, []sink.Problem{
+		{"cross-key", `{"type":"mqtt","url":"mqtt://h/path","topic":"$SYS/{subject}","retain":true}`, []sink.Problem{
 			{Path: "url", Message: "a path is only allowed for ws and wss"},
 			{Path: "topic", Message: `must not start with "$" (topics starting with "$" are reserved by the broker)`},
 			{Path: "retain", Message: "must be false"},
+		}},
+		{"max_record_bytes", `{"type":"mqtt","max_record_bytes":268435456}`, []sink.Problem{
 			{Path: "max_record_bytes", Message: "must be between 1024 and 268435455 (got 268435456)"},
 		}},
 		{"wildcard literal", `{"type":"mqtt","topic":"a/+/{subject}"}`, []sink.Problem{

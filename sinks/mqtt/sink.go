@@ -414,7 +414,7 @@ func (s *Sink) prepare(ctx context.Context, i int, e *sink.Envelope, storedAt ti
 	}
 	m := &message{i: i}
 	m.span = broker.Trace(ctx, s.tracer, e, r, "mqtt", topic)
-	if err := s.cfg.Check("mqtt", r.Size()); err != nil {
+	if err := broker.CheckSize("mqtt", r.Size(), s.cfg.MaxRecordBytes); err != nil {
 		return m, errorf(e, topic, err)
 	}
 	props := &paho.PublishProperties{User: make(paho.UserProperties, 0, len(r.Headers)+len(r.Meta))}

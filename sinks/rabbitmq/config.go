@@ -42,6 +42,7 @@ type Config struct {
 	HeartbeatSeconds int        `json:"heartbeat_seconds" min:"0" max:"600" doc:"AMQP heartbeat interval; 0 = none."`
 	ConnectionName   string     `json:"connection_name" nocontrol:"true" maxlen:"255" doc:"Client-provided connection name shown in the management UI."`
 	broker.Options
+	MaxRecordBytes int `json:"max_record_bytes" min:"1024" max:"134217728" doc:"Largest record (body plus headers); a larger message is dead-lettered (PermanentSinkError)."`
 }
 
 // Default returns the configuration with every default.
@@ -55,6 +56,7 @@ func Default() Config {
 		HeartbeatSeconds: 10,
 		ConnectionName:   "nats-sink",
 		Options:          broker.DefaultOptions("envelope"),
+		MaxRecordBytes:   broker.DefaultMaxRecordBytes,
 	}
 }
 
@@ -117,7 +119,8 @@ func (c *Config) Validate() error {
 	if len(c.ConnectionName) > 255 || fields.HasControl(c.ConnectionName) {
 		ck.Add("connection_name", "must be at most 255 characters without control characters")
 	}
-	ck.Append("", c.Options.Problems(MaxRecordBytes))
+	ck.Append("", c.Options.Problems())
+	ck.Range("max_record_bytes", c.MaxRecordBytes, 1024, MaxRecordBytes)
 	return ck.Err()
 }
 

@@ -516,7 +516,7 @@ func (s *Sink) prepare(ctx context.Context, i int, e *sink.Envelope, storedAt ti
 		dest = "amq.default"
 	}
 	m.span = broker.Trace(ctx, s.tracer, e, r, "rabbitmq", dest, sink.Attr{Key: "messaging.rabbitmq.destination.routing_key", Value: rk})
-	if err := s.cfg.Check("rabbitmq", r.Size()); err != nil {
+	if err := broker.CheckSize("rabbitmq", r.Size(), s.cfg.MaxRecordBytes); err != nil {
 		return m, errorf(e, rk, err)
 	}
 	if len(r.Key) > 255 {

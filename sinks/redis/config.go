@@ -45,6 +45,7 @@ type Config struct {
 	PoolSize        int        `json:"pool_size" min:"1" max:"256" doc:"Connections; each in-flight batch uses one."`
 	DialTimeoutMS   int        `json:"dial_timeout_ms" min:"100" max:"60000" doc:"Connection timeout."`
 	broker.Options
+	MaxRecordBytes int `json:"max_record_bytes" min:"1024" max:"536870912" doc:"Largest record (body plus fields); a larger message is dead-lettered (PermanentSinkError)."`
 }
 
 // Default returns the configuration with every default.
@@ -59,6 +60,7 @@ func Default() Config {
 		PoolSize:        4,
 		DialTimeoutMS:   5000,
 		Options:         broker.DefaultOptions("envelope"),
+		MaxRecordBytes:  broker.DefaultMaxRecordBytes,
 	}
 }
 
@@ -120,7 +122,8 @@ func (c *Config) Validate() error {
 	ck.Range("wait_timeout_ms", c.WaitTimeoutMS, 1, 60000)
 	ck.Range("pool_size", c.PoolSize, 1, 256)
 	ck.Range("dial_timeout_ms", c.DialTimeoutMS, 100, 60000)
-	ck.Append("", c.Options.Problems(MaxRecordBytes))
+	ck.Append("", c.Options.Problems())
+	ck.Range("max_record_bytes", c.MaxRecordBytes, 1024, MaxRecordBytes)
 	return ck.Err()
 }
 

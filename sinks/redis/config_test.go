@@ -32,13 +32,15 @@ func TestDecodeProblems(t *testing.T) {
 			{Path: "publish_timeout_ms", Message: "must be between 100 and 600000 (got 50)"},
 			{Path: "bogus", Message: "unknown key"},
 		}},
-		{"cross-key", `{"type":"redis","address":"localhost","username":"u","stream_key":"x:{nope}","maxlen_exact":true,"dedupe_key_prefix":"","max_record_bytes":536870913,"tls":{"ca_file":"/ca.pem"}}`, []sink.Problem{
+		{"cross-key", `{"type":"redis","address":"localhost","username":"u","stream_key":"x:{nope}","maxlen_exact":true,"dedupe_key_prefix":"","tls":{"ca_file":"/ca.pem"}}`, []sink.Problem{
 			{Path: "address", Message: `must be host:port (got "localhost")`},
 			{Path: "username", Message: "requires one of password, password_env, password_file"},
 			{Path: "tls.ca_file", Message: "requires tls.enabled"},
 			{Path: "stream_key", Message: "unknown placeholder {nope}: use {subject}, {stream} or {token:N}"},
 			{Path: "maxlen_exact", Message: "requires maxlen"},
 			{Path: "dedupe_key_prefix", Message: "must be 1 to 128 printable ASCII characters"},
+		}},
+		{"max_record_bytes", `{"type":"redis","max_record_bytes":536870913}`, []sink.Problem{
 			{Path: "max_record_bytes", Message: "must be between 1024 and 536870912 (got 536870913)"},
 		}},
 		{"secrets", `{"type":"redis","password":"a","password_env":"B"}`, []sink.Problem{

@@ -310,7 +310,7 @@ func (s *Sink) prepare(ctx context.Context, i int, e *sink.Envelope, storedAt ti
 	if headers != nil {
 		size += len("headers") + len(headers)
 	}
-	if err := s.cfg.Check("redis", size); err != nil {
+	if err := broker.CheckSize("redis", size, s.cfg.MaxRecordBytes); err != nil {
 		return en, errorf(e, key, err)
 	}
 	maxlen, exact := "", "0"
