@@ -32,7 +32,27 @@ var (
 // KEYS: stream key, dedupe key. ARGV: window ms, maxlen or "", exact 0/1,
 // then the entry's field/value pairs. Reply {1, id} for a new entry,
 // {0, id} for a duplicate.
-const addScript = `local window = tonumber(ARGV[1])
+//
+// With ARGV[1] "probe" it writes nothing: the health check runs it to prove
+// that the user may still run the script, and, given a stream key
+// (KEYS[1] not ""), that XADD on that key is allowed (Redis 7's
+// redis.acl_check_cmd) and that the key is not of another type. Reply
+// {2, ""}.
+const addScript = `if ARGV[1] == 'probe' then
+  if KEYS[1] ~= '' then
+    if redis.acl_check_cmd and not redis.acl_check_cmd('XADD', KEYS[1], '*', 'f', 'v') then
+      return redis.error_reply('NOPERM the user may not run XADD on ' .. KEYS[1])
+    end
+    if not redis.acl_check_cmd or redis.acl_check_cmd('TYPE', KEYS[1]) then
+      local t = redis.call('TYPE', KEYS[1])['ok']
+      if t ~= 'none' and t ~= 'stream' then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. t .. ', not a stream')
+      end
+    end
+  end
+  return {2, ''}
+end
+local window = tonumber(ARGV[1])
 if window > 0 then
   local id = redis.call('GET', KEYS[2])
   if id then return {0, id} end
@@ -443,9 +463,15 @@ func errorf(e *sink.Envelope, key string, err error) error {
 }
 
 // Healthcheck sends PING, checks that the server still has the add script
-// (loading it when it does not), and repeats the persistence warning
-// check. Refused credentials or permissions are Destination errors; an
-// unreachable server is a plain (temporary) one.
+// (loading it when it does not), runs the script's probe, and repeats the
+// persistence warning check. Refused credentials or permissions are
+// Destination errors; an unreachable server is a plain (temporary) one.
+//
+// The probe proves that the user may run the script, and for a stream_key
+// without placeholders that XADD on it is allowed and that it holds no
+// other type. A templated key is not checked: the key of some future
+// message is unknown, and a check of the wrong key could fail while writes
+// succeed, holding the runner's circuit open for nothing.
 func (s *Sink) Healthcheck(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis sink: PING %s: %w", s.cfg.Address, classify(err))
@@ -458,6 +484,10 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 		if err := s.load(ctx); err != nil {
 			return err
 		}
+	}
+	key, _ := s.streamKey.Literal()
+	if err := s.client.EvalSha(ctx, s.sha, []string{key, ""}, "probe").Err(); err != nil {
+		return fmt.Errorf("redis sink: probe on %s: %w", s.cfg.Address, classify(err))
 	}
 	s.checkPersistence(ctx)
 	return nil

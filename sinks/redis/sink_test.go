@@ -186,6 +186,14 @@ func TestWrongType(t *testing.T) {
 	c := srv.config()
 	srv.admin.Set(t.Context(), srv.prefix+"wrong", "a string", 0)
 	s := open(t, c, sink.Deps{})
+	lit := c
+	lit.StreamKey = srv.prefix + "wrong"
+	if err := open(t, lit, sink.Deps{}).Healthcheck(t.Context()); sink.Failed(err).Outcome != sink.Destination || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Healthcheck with a literal stream key holding a string = %v, want destination WRONGTYPE", err)
+	}
+	if err := s.Healthcheck(t.Context()); err != nil {
+		t.Errorf("Healthcheck with a templated stream key: %v (the key of a future message is not checked)", err)
+	}
 	rs := s.WriteBatch(t.Context(), batch("wrong", "W", 1, 3))
 	for i, r := range rs {
 		if r.Outcome != sink.Destination || !strings.Contains(r.Err.Error(), "WRONGTYPE") {
@@ -244,6 +252,14 @@ func TestPermissions(t *testing.T) {
 			if n := len(srv.stored(t)); n != 0 {
 				t.Errorf("%d entries added without permission", n)
 			}
+			// The health check's probe sees it too (the key is known for
+			// a stream_key without placeholders).
+			lit := c
+			lit.StreamKey = srv.prefix + "literal"
+			hs := open(t, lit, sink.Deps{Env: func(string) (string, bool) { return pw, true }})
+			if err := hs.Healthcheck(t.Context()); sink.Failed(err).Outcome != sink.Destination {
+				t.Errorf("Healthcheck = %v, want a destination error", err)
+			}
 		})
 	}
 }
@@ -280,7 +296,13 @@ func TestCredentials(t *testing.T) {
 	if got := outcomes(s.WriteBatch(t.Context(), batch("cred", "C", 3, 2))); !slices.Equal(got, repeat(sink.Destination, 2)) {
 		t.Errorf("after revoking evalsha: %v, want destination", got)
 	}
+	if err := s.Healthcheck(t.Context()); sink.Failed(err).Outcome != sink.Destination {
+		t.Errorf("Healthcheck after revoking evalsha = %v, want a destination error", err)
+	}
 	srv.admin.Do(t.Context(), "ACL", "SETUSER", user, "+evalsha")
+	if err := s.Healthcheck(t.Context()); err != nil {
+		t.Errorf("Healthcheck after restoring evalsha: %v", err)
+	}
 	if got := outcomes(s.WriteBatch(t.Context(), batch("cred", "C", 3, 2))); !slices.Equal(got, repeat(sink.Committed, 2)) {
 		t.Errorf("after restoring evalsha: %v, want committed", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ type Broker struct {
 	cmd  *exec.Cmd
 	conf string
 	dir  string
+	acl  string
 	logs *lockedBuffer
 }
 
@@ -106,8 +108,9 @@ func StartMosquitto(t testing.TB, o Options) *Broker {
 	} else {
 		conf.WriteString("allow_anonymous true\n")
 	}
+	aclFile := ""
 	if o.ACL != "" {
-		aclFile := filepath.Join(dir, "acl")
+		aclFile = filepath.Join(dir, "acl")
 		if err := os.WriteFile(aclFile, []byte(o.ACL), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +120,7 @@ func StartMosquitto(t testing.TB, o Options) *Broker {
 	if err := os.WriteFile(confFile, []byte(conf.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b := &Broker{URL: fmt.Sprintf("mqtt://127.0.0.1:%d", port), Port: port, conf: confFile, dir: dir, logs: &lockedBuffer{}}
+	b := &Broker{URL: fmt.Sprintf("mqtt://127.0.0.1:%d", port), Port: port, conf: confFile, dir: dir, acl: aclFile, logs: &lockedBuffer{}}
 	b.start(t, bin)
 	t.Cleanup(func() {
 		b.Stop()
@@ -156,6 +159,21 @@ func (b *Broker) Restart(t testing.TB) {
 	b.Stop()
 	bin, _ := exec.LookPath("mosquitto")
 	b.start(t, bin)
+}
+
+// SetACL replaces the broker's ACL (it must have been started with one) and
+// makes it reload it (SIGHUP); connected clients get the new rules.
+func (b *Broker) SetACL(t testing.TB, acl string) {
+	t.Helper()
+	if b.acl == "" {
+		t.Fatal("mqtttest: SetACL on a broker started without an ACL")
+	}
+	if err := os.WriteFile(b.acl, []byte(acl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("SIGHUP mosquitto: %v", err)
+	}
 }
 
 // Stop kills the broker and waits for it.
