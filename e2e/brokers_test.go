@@ -236,6 +236,20 @@ func (d *redisDest) sink(window int) map[string]any {
 		"dedupe_key_prefix": d.prefix + ":dd:", "dedupe_window_ms": window, "publish_timeout_ms": 2000}
 }
 
+// entries returns the number of entries in all streams under the prefix.
+func (d *redisDest) entries(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	iter := d.admin.Scan(ctx, 0, d.prefix+":*", 5000).Iterator()
+	for iter.Next(ctx) {
+		if typ, _ := d.admin.Type(ctx, iter.Val()).Result(); typ == "stream" {
+			n += int(d.admin.XLen(ctx, iter.Val()).Val())
+		}
+	}
+	return n
+}
+
 // copies reads the whole stream in pages and counts entries per stream
 // sequence, checking that each carries its own idempotency key.
 func (d *redisDest) copies(t *testing.T) map[uint64]int {

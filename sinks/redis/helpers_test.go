@@ -28,7 +28,7 @@ type server struct {
 	prefix string
 }
 
-func redisServer(t *testing.T) *server {
+func redisServer(t testing.TB) *server {
 	t.Helper()
 	addr := natstest.Service(t, "NATS_SINKS_TEST_REDIS_ADDR")
 	admin := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true})

@@ -57,15 +57,14 @@ if window > 0 then
   local id = redis.call('GET', KEYS[2])
   if id then return {0, id} end
 end
-local args = {'XADD', KEYS[1]}
-if ARGV[2] ~= '' then
-  args[#args+1] = 'MAXLEN'
-  if ARGV[3] == '1' then args[#args+1] = '=' else args[#args+1] = '~' end
-  args[#args+1] = ARGV[2]
+local id
+if ARGV[2] == '' then
+  id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 4))
+elseif ARGV[3] == '1' then
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '=', ARGV[2], '*', unpack(ARGV, 4))
+else
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 4))
 end
-args[#args+1] = '*'
-for i = 4, #ARGV do args[#args+1] = ARGV[i] end
-local id = redis.call(unpack(args))
 if window > 0 then redis.call('SET', KEYS[2], id, 'PX', window, 'NX') end
 return {1, id}
 `
