@@ -71,16 +71,25 @@ func (t *TLS) Config(serverName string) (*tls.Config, error) {
 	return tc, nil
 }
 
-// CertificateError reports whether err is a failed verification of the
-// server's certificate (unknown authority, wrong host name, invalid or
-// expired certificate): a destination problem that retrying cannot fix.
+// CertificateError reports whether err is a failed certificate check on
+// either side: the server's certificate did not verify (unknown authority,
+// wrong host name, invalid or expired), or the server refused the client's
+// (a TLS alert: none sent, bad, unknown CA, expired, access denied). Either
+// is a destination problem that retrying cannot fix.
 func CertificateError(err error) bool {
 	var (
 		unknownAuthority x509.UnknownAuthorityError
 		hostname         x509.HostnameError
 		invalid          x509.CertificateInvalidError
 		verify           *tls.CertificateVerificationError
+		alert            tls.AlertError
 	)
+	if errors.As(err, &alert) {
+		switch alert {
+		case 42, 43, 44, 45, 46, 48, 49, 116: // bad/unsupported/revoked/expired/unknown certificate, unknown CA, access denied, certificate required
+			return true
+		}
+	}
 	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &verify)
 }

@@ -528,3 +528,23 @@ func TestTrace(t *testing.T) {
 		t.Errorf("messages %+v, want traceparent %s", ms, spans[0].Traceparent)
 	}
 }
+
+// TestTLS: mqtts with the broker verified against ca_file and a client
+// certificate presented when the broker requires one; an untrusted broker
+// is a destination-class start failure.
+func TestTLS(t *testing.T) {
+	certs := brokertest.NewCerts(t)
+	b := mqtttest.StartMosquitto(t, mqtttest.Options{CAFile: certs.CA, CertFile: certs.ServerCert, KeyFile: certs.ServerKey, RequireCertificate: true})
+	c := config(b.URL, uniq())
+	c.RequireSubscribers = false
+	c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile = &certs.CA, &certs.ClientCert, &certs.ClientKey
+	s := open(t, c, sink.Deps{})
+	if got := outcomes(s.WriteBatch(t.Context(), batch("tls", "TLS", 1, 3))); !slices.Equal(got, repeat(sink.Committed, 3)) {
+		t.Errorf("WriteBatch over TLS = %v", got)
+	}
+	c.TLS.CAFile = nil // system roots: the test CA is not among them
+	_, err := New(t.Context(), c, sink.Deps{})
+	if err == nil || sink.Failed(err).Outcome != sink.Destination || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("New against an untrusted broker = %v, want a destination-class certificate error", err)
+	}
+}

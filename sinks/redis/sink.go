@@ -34,12 +34,12 @@ var (
 // {0, id} for a duplicate.
 //
 // With ARGV[1] "probe" it writes nothing: the health check runs it to prove
-// that the user may still run the script, and, given a stream key
-// (KEYS[1] not ""), that XADD on that key is allowed (Redis 7's
+// that the user may still run the script, and, given a stream key as the
+// only key, that XADD on that key is allowed (Redis 7's
 // redis.acl_check_cmd) and that the key is not of another type. Reply
 // {2, ""}.
 const addScript = `if ARGV[1] == 'probe' then
-  if KEYS[1] ~= '' then
+  if KEYS[1] then
     if redis.acl_check_cmd and not redis.acl_check_cmd('XADD', KEYS[1], '*', 'f', 'v') then
       return redis.error_reply('NOPERM the user may not run XADD on ' .. KEYS[1])
     end
@@ -484,8 +484,14 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 			return err
 		}
 	}
-	key, _ := s.streamKey.Literal()
-	if err := s.client.EvalSha(ctx, s.sha, []string{key, ""}, "probe").Err(); err != nil {
+	// No key at all for a templated stream_key: the server checks the
+	// user's key patterns on EVALSHA's keys, and a made-up key could be
+	// refused where every real one is allowed.
+	var keys []string
+	if key, ok := s.streamKey.Literal(); ok {
+		keys = []string{key}
+	}
+	if err := s.client.EvalSha(ctx, s.sha, keys, "probe").Err(); err != nil {
 		return fmt.Errorf("redis sink: probe on %s: %w", s.cfg.Address, classify(err))
 	}
 	s.checkPersistence(ctx)

@@ -264,6 +264,29 @@ func TestPermissions(t *testing.T) {
 	}
 }
 
+// TestLeastPrivilege: the ACL docs/brokers.md gives the sink's user is
+// enough to start, write, de-duplicate and pass the health check.
+func TestLeastPrivilege(t *testing.T) {
+	srv := redisServer(t)
+	c := srv.config()
+	c.StreamKey = srv.prefix + "orders"
+	user, pw := aclUser(t, srv, "~"+srv.prefix+"*", "resetchannels", "-@all",
+		"+ping", "+info", "+evalsha", "+script|load", "+script|exists", "+xadd", "+get", "+set", "+type")
+	c.Username = &user
+	c.PasswordEnv = ptr("REDIS_TEST_PW")
+	s := open(t, c, sink.Deps{Env: func(string) (string, bool) { return pw, true }})
+	b := batch("lp", "LP", 1, 3)
+	if got := outcomes(s.WriteBatch(t.Context(), b)); !slices.Equal(got, repeat(sink.Committed, 3)) {
+		t.Fatalf("WriteBatch = %v (%v)", got, s.WriteBatch(t.Context(), b)[0].Err)
+	}
+	if got := outcomes(s.WriteBatch(t.Context(), b)); !slices.Equal(got, repeat(sink.Duplicate, 3)) {
+		t.Errorf("redelivery = %v, want duplicates", got)
+	}
+	if err := s.Healthcheck(t.Context()); err != nil {
+		t.Errorf("Healthcheck: %v", err)
+	}
+}
+
 // TestCredentials: a wrong password fails the start (exit 1, not a
 // configuration error), and a revoked permission mid-run is Destination.
 func TestCredentials(t *testing.T) {

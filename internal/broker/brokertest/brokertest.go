@@ -1,14 +1,27 @@
-// Package brokertest holds the hand-written fakes the broker sinks' tests
-// share: a sink.Metrics that counts in memory, a sink.Tracer that records
-// the spans a sink starts, and a log capture.
+// Package brokertest holds the hand-written fakes and fixtures the broker
+// sinks' tests share: a sink.Metrics that counts in memory, a sink.Tracer
+// that records the spans a sink starts, a log capture, and throw-away TLS
+// certificates.
 package brokertest
 
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -199,4 +212,69 @@ func (l *Logs) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// Certs are PEM files of a throw-away CA, a server certificate it signed for
+// 127.0.0.1 and localhost, and a client certificate it signed.
+type Certs struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+}
+
+// NewCerts writes a fresh CA, server and client certificate into t's temp
+// directory.
+func NewCerts(t testing.TB) Certs {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nats-sink test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leaf := func(serial int64, name string, usage x509.ExtKeyUsage, certFile, keyFile string) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, certFile, "CERTIFICATE", der)
+		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+	}
+	c := Certs{
+		CA: filepath.Join(dir, "ca.pem"), ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
+		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
+	}
+	writePEM(t, c.CA, "CERTIFICATE", caDER)
+	leaf(2, "localhost", x509.ExtKeyUsageServerAuth, c.ServerCert, c.ServerKey)
+	leaf(3, "nats-sink", x509.ExtKeyUsageClientAuth, c.ClientCert, c.ClientKey)
+	return c
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -63,6 +63,11 @@ type Options struct {
 	MaxQueued int
 	// Port is the port to listen on; 0 picks a free one.
 	Port int
+	// CAFile, CertFile and KeyFile, when set, make the listener TLS-only
+	// (URL mqtts://); RequireCertificate asks clients for a certificate
+	// signed by the CA.
+	CAFile, CertFile, KeyFile string
+	RequireCertificate        bool
 }
 
 // StartMosquitto starts a Mosquitto on a free loopback port, skipping the
@@ -93,6 +98,11 @@ func StartMosquitto(t testing.TB, o Options) *Broker {
 		conf.WriteString("user root\n")
 	}
 	fmt.Fprintf(&conf, "listener %d 127.0.0.1\npersistence false\nmax_queued_messages %d\nmax_inflight_messages 100\nlog_dest stderr\nlog_type error\nlog_type warning\n", port, queued)
+	scheme := "mqtt"
+	if o.CertFile != "" {
+		scheme = "mqtts"
+		fmt.Fprintf(&conf, "cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %t\n", o.CAFile, o.CertFile, o.KeyFile, o.RequireCertificate)
+	}
 	if len(o.Users) > 0 {
 		pwfile := filepath.Join(dir, "passwords")
 		for user, pw := range o.Users {
@@ -120,7 +130,7 @@ func StartMosquitto(t testing.TB, o Options) *Broker {
 	if err := os.WriteFile(confFile, []byte(conf.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b := &Broker{URL: fmt.Sprintf("mqtt://127.0.0.1:%d", port), Port: port, conf: confFile, dir: dir, acl: aclFile, logs: &lockedBuffer{}}
+	b := &Broker{URL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), Port: port, conf: confFile, dir: dir, acl: aclFile, logs: &lockedBuffer{}}
 	b.start(t, bin)
 	t.Cleanup(func() {
 		b.Stop()
