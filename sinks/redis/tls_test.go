@@ -69,7 +69,9 @@ func TestTLS(t *testing.T) {
 		ok     bool
 	}{
 		{"ca_file", false, func(c *Config) { c.TLS.CAFile = &certs.CA }, true},
-		{"mutual", true, func(c *Config) { c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile = &certs.CA, &certs.ClientCert, &certs.ClientKey }, true},
+		{"mutual", true, func(c *Config) {
+			c.TLS.CAFile, c.TLS.CertFile, c.TLS.KeyFile = &certs.CA, &certs.ClientCert, &certs.ClientKey
+		}, true},
 		{"system roots", false, func(*Config) {}, false},
 		{"insecure_skip_verify", false, func(c *Config) { c.TLS.InsecureSkipVerify = true }, true},
 	} {
