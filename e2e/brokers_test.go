@@ -480,13 +480,13 @@ func TestRabbitMQPermissionRevoked(t *testing.T) {
 	user, pw := dest.exchange+"-user", "pw-"+dest.exchange
 	run("add_user", user, pw)
 	t.Cleanup(func() { run("delete_user", user) })
-	run("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	run("set_permissions", "-p", "/", user, "^$", ".*", "^$") // write only
 	t.Setenv("BRK_AMQP_PASSWORD", pw)
 	sinkCfg := dest.sink()
 	sinkCfg["username"], sinkCfg["password_env"] = user, "BRK_AMQP_PASSWORD"
 	destinationRun(t, sinkCfg,
-		func() { run("set_permissions", "-p", "/", user, ".*", "^$", ".*") },
-		func() { run("set_permissions", "-p", "/", user, ".*", ".*", ".*") },
+		func() { run("set_permissions", "-p", "/", user, "^$", "^$", "^$") },
+		func() { run("set_permissions", "-p", "/", user, "^$", ".*", "^$") },
 		"403", func() map[uint64]int { return dest.copies(t) })
 }
 
