@@ -36,7 +36,7 @@ type server struct {
 	consumed map[string][]amqp.Delivery // by queue
 }
 
-func rabbitServer(t *testing.T) *server {
+func rabbitServer(t testing.TB) *server {
 	t.Helper()
 	raw := natstest.Service(t, "NATS_SINKS_TEST_AMQP_URL")
 	u, err := url.Parse(raw)
@@ -68,7 +68,7 @@ func rabbitServer(t *testing.T) *server {
 // exchange declares a durable topic exchange and, unless unbound, a
 // durable quorum queue bound to it with "#"; both are deleted when the
 // test ends. It returns the names.
-func (s *server) exchange(t *testing.T, suffix string, bound bool) (exchange, queue string) {
+func (s *server) exchange(t testing.TB, suffix string, bound bool) (exchange, queue string) {
 	t.Helper()
 	exchange, queue = s.prefix+"-"+suffix, s.prefix+"-"+suffix+"-q"
 	if err := s.ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil); err != nil {
@@ -89,7 +89,7 @@ func (s *server) exchange(t *testing.T, suffix string, bound bool) (exchange, qu
 	return exchange, queue
 }
 
-func (s *server) queue(t *testing.T, name string, args amqp.Table) {
+func (s *server) queue(t testing.TB, name string, args amqp.Table) {
 	t.Helper()
 	if _, err := s.ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		t.Fatalf("declare queue %s: %v", name, err)
@@ -102,7 +102,7 @@ func (s *server) queue(t *testing.T, name string, args amqp.Table) {
 	})
 }
 
-func (s *server) bind(t *testing.T, queue, exchange string) {
+func (s *server) bind(t testing.TB, queue, exchange string) {
 	t.Helper()
 	if err := s.ch.QueueBind(queue, "#", exchange, false, nil); err != nil {
 		t.Fatalf("bind: %v", err)
