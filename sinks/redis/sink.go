@@ -2,6 +2,8 @@ package redissink
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,6 +138,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		cfg:       c,
 		client:    redis.NewClient(opts),
 		streamKey: tmpl,
+		sha:       scriptSHA(),
 		log:       deps.Log(),
 		tracer:    deps.Tracing(),
 		now:       time.Now,
@@ -161,6 +164,12 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// scriptSHA is the SHA-1 of addScript in hex, the name EVALSHA runs it by.
+func scriptSHA() string {
+	sum := sha1.Sum([]byte(addScript))
+	return hex.EncodeToString(sum[:])
 }
 
 type nopInstrument struct{}
@@ -190,13 +199,16 @@ func isSelectRefused(err error) bool {
 	return strings.Contains(msg, "DB index is out of range") || strings.Contains(msg, "SELECT is not allowed")
 }
 
-// load loads the add script and remembers its SHA-1.
+// load loads the add script. Its SHA-1 is that of its text, known before
+// (s.sha): concurrent reloads change nothing another batch reads.
 func (s *Sink) load(ctx context.Context) error {
 	sha, err := s.client.ScriptLoad(ctx, addScript).Result()
 	if err != nil {
 		return fmt.Errorf("redis sink: SCRIPT LOAD on %s: %w", s.cfg.Address, classify(err))
 	}
-	s.sha = sha
+	if sha != s.sha {
+		return fmt.Errorf("redis sink: SCRIPT LOAD on %s returned SHA-1 %s, want %s", s.cfg.Address, sha, s.sha)
+	}
 	return nil
 }
 
