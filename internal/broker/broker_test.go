@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nats-sinks/nats-sink/brokerconfig"
 	"github.com/nats-sinks/nats-sink/internal/intake"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -126,7 +128,7 @@ func TestTemplateMissingValue(t *testing.T) {
 // without names of the metadata set in any case), then the metadata set in
 // its order with the message's trace headers last.
 func TestBuildMetadata(t *testing.T) {
-	o := DefaultOptions("raw")
+	o := brokerconfig.DefaultOptions("raw")
 	e := env("orders.new", "ORDERS", 42, map[string][]string{
 		"Zeta":                       {"z"},
 		"Alpha":                      {"a"},
@@ -137,7 +139,7 @@ func TestBuildMetadata(t *testing.T) {
 		"Nats-Sinks-Priority":        {"high"},
 		"Nats-Sinks-Labels":          {"b;a;b"},
 	}, "hello")
-	r, err := o.Build("mqtt", e, stored)
+	r, err := Build(&o, "mqtt", e, stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func TestBuildMetadata(t *testing.T) {
 	}
 
 	o.ForwardHeaders = false
-	r, _ = o.Build("mqtt", e, stored)
+	r, _ = Build(&o, "mqtt", e, stored)
 	if len(r.Headers) != 0 || r.HeadersJSON() != nil {
 		t.Errorf("forward_headers false: headers %v", r.Headers)
 	}
@@ -175,14 +177,14 @@ func TestBuildMetadata(t *testing.T) {
 
 func TestBuildFormats(t *testing.T) {
 	e := env("orders.new", "ORDERS", 7, nil, `{"b":1,"a":2}`)
-	o := DefaultOptions("payload")
-	r, err := o.Build("redis", e, stored)
+	o := brokerconfig.DefaultOptions("payload")
+	r, err := Build(&o, "redis", e, stored)
 	if err != nil || string(r.Body) != `{"a":2,"b":1}` || r.ContentType != JSON {
 		t.Errorf("payload = %s %s %v", r.Body, r.ContentType, err)
 	}
 	o.RecordFormat = "envelope"
 	o.IncludeMetadata = false
-	r, err = o.Build("rabbitmq", e, stored)
+	r, err = Build(&o, "rabbitmq", e, stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func TestBuildFormats(t *testing.T) {
 		t.Errorf("include_metadata false but envelope has metadata: %s", r.Body)
 	}
 	o.PayloadMode = "json_only"
-	_, err = o.Build("redis", env("x", "S", 1, nil, "not json"), stored)
+	_, err = Build(&o, "redis", env("x", "S", 1, nil, "not json"), stored)
 	if res := sink.Failed(err); res.Outcome != sink.Permanent || res.ErrorType != sink.SerializationError {
 		t.Errorf("json_only with text = %+v", res)
 	}
@@ -217,9 +219,9 @@ func TestKeys(t *testing.T) {
 		{"payload_sha256", env("a.b", "S", 3, nil, "hello world"), "payload-sha256:a.b:b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9", ""},
 		{"payload_sha256", noMeta, "", sink.ValidationError},
 	} {
-		o := DefaultOptions("raw")
+		o := brokerconfig.DefaultOptions("raw")
 		o.KeyStrategy = tt.strategy
-		got, err := o.Key(tt.e)
+		got, err := Key(&o, tt.e)
 		if tt.errType != "" {
 			if res := sink.Failed(err); res.Outcome != sink.Permanent || res.ErrorType != tt.errType {
 				t.Errorf("Key(%s) error = %+v, want Permanent %s", tt.strategy, res, tt.errType)
@@ -233,8 +235,8 @@ func TestKeys(t *testing.T) {
 }
 
 func TestCheckSize(t *testing.T) {
-	o := DefaultOptions("raw")
-	r, err := o.Build("redis", env("a", "S", 1, nil, strings.Repeat("x", 900)), stored)
+	o := brokerconfig.DefaultOptions("raw")
+	r, err := Build(&o, "redis", env("a", "S", 1, nil, strings.Repeat("x", 900)), stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,24 +253,28 @@ func TestCheckSize(t *testing.T) {
 
 func TestResolvePassword(t *testing.T) {
 	lookup := func(name string) (string, bool) {
-		if name == "SET" {
+		switch name {
+		case "SET":
 			return "s3cret", true
+		case "EMPTY":
+			return "", true
 		}
 		return "", false
 	}
-	v := Secret("inline")
+	v := secret.Value("inline")
 	for _, tt := range []struct {
 		name string
-		a    Auth
+		a    brokerconfig.Auth
 		want string
 		path string
 	}{
-		{"inline", Auth{Password: &v}, "inline", ""},
-		{"env", Auth{PasswordEnv: ptr("SET")}, "s3cret", ""},
-		{"env unset", Auth{PasswordEnv: ptr("UNSET")}, "", "password_env"},
-		{"file missing", Auth{PasswordFile: ptr("/nonexistent/pw")}, "", "password_file"},
+		{"inline", brokerconfig.Auth{Password: &v}, "inline", ""},
+		{"env", brokerconfig.Auth{PasswordEnv: ptr("SET")}, "s3cret", ""},
+		{"env unset", brokerconfig.Auth{PasswordEnv: ptr("UNSET")}, "", "password_env"},
+		{"env empty", brokerconfig.Auth{PasswordEnv: ptr("EMPTY")}, "", "password_env"},
+		{"file missing", brokerconfig.Auth{PasswordFile: ptr("/nonexistent/pw")}, "", "password_file"},
 	} {
-		got, _, err := tt.a.ResolvePassword(lookup)
+		got, _, err := ResolvePassword(&tt.a, lookup)
 		if tt.path != "" {
 			ce, ok := errors.AsType[*sink.ConfigError](err)
 			if !ok || ce.Problems[0].Path != tt.path {
@@ -280,11 +286,8 @@ func TestResolvePassword(t *testing.T) {
 			t.Errorf("%s: %q, %v", tt.name, got, err)
 		}
 	}
-	if s := Secret("x"); strings.Contains(s.String()+s.GoString(), "x") {
-		t.Error("Secret prints its value")
-	}
-	a := Auth{Username: ptr("u"), Password: &v, PasswordEnv: ptr("bad-name")}
-	got := a.Problems(true)
+	a := brokerconfig.Auth{Username: ptr("u"), Password: &v, PasswordEnv: ptr("bad-name")}
+	got := a.Rules(true)
 	want := []sink.Problem{
 		{Path: "password", Message: "set only one of password, password_env, password_file"},
 		{Path: "password_env", Message: "must match ^[A-Z_][A-Z0-9_]{0,127}$"},
@@ -292,7 +295,7 @@ func TestResolvePassword(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Problems (-want +got):\n%s", diff)
 	}
-	if got := (&Auth{Username: ptr("u")}).Problems(true); len(got) != 1 || got[0].Path != "username" {
+	if got := (&brokerconfig.Auth{Username: ptr("u")}).Rules(true); len(got) != 1 || got[0].Path != "username" {
 		t.Errorf("username without password: %v", got)
 	}
 }

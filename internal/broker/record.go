@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-sinks/nats-sink/brokerconfig"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -94,13 +95,13 @@ func (r *Record) HeadersJSON() []byte {
 	return jsonx.Marshal(obj, jsonx.UTF8)
 }
 
-// Build returns the record of e for the sink type typ ("redis",
+// Build returns the record of e per o for the sink type typ ("redis",
 // "rabbitmq", "mqtt"), without trace entries and without a size check
 // (Check does that once the trace entries are in). Errors are Permanent:
 // missing key material (ValidationError), a payload that cannot be
 // normalised (SerializationError).
-func (o *Options) Build(typ string, e *sink.Envelope, storedAt time.Time) (*Record, error) {
-	key, err := o.Key(e)
+func Build(o *brokerconfig.Options, typ string, e *sink.Envelope, storedAt time.Time) (*Record, error) {
+	key, err := Key(o, e)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +113,7 @@ func (o *Options) Build(typ string, e *sink.Envelope, storedAt time.Time) (*Reco
 			r.Body = []byte{}
 		}
 	default:
-		p, err := record.NormalisePayload(e, o.PayloadMode)
+		p, err := record.NormalisePayload(e, record.PayloadMode(o.PayloadMode))
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +136,7 @@ func (o *Options) Build(typ string, e *sink.Envelope, storedAt time.Time) (*Reco
 		}
 		r.Body = jsonx.Marshal(doc, jsonx.UTF8)
 	}
-	names := o.names()
+	names := metadataNames(o)
 	if o.ForwardHeaders && len(e.Headers) > 0 {
 		hs := make([]string, 0, len(e.Headers))
 		for name := range e.Headers {
@@ -185,10 +186,10 @@ func CheckSize(typ string, n, limit int) error {
 	return nil
 }
 
-// Key returns e's idempotency key per key_strategy. Missing material is a
+// Key returns e's idempotency key per o's key_strategy. Missing material is a
 // Permanent ValidationError: a record without its key would escape the
 // readers' de-duplication.
-func (o *Options) Key(e *sink.Envelope) (string, error) {
+func Key(o *brokerconfig.Options, e *sink.Envelope) (string, error) {
 	switch o.KeyStrategy {
 	case "stream_sequence":
 		if e.Stream == "" || e.StreamSequence == 0 {
@@ -216,24 +217,27 @@ func (o *Options) Key(e *sink.Envelope) (string, error) {
 	}
 }
 
-func (o *Options) names() MetadataNames {
-	n := o.Names
+// metadataNames returns o's metadata names with the defaults filled in.
+func metadataNames(o *brokerconfig.Options) metaNames {
+	n, d := o.Names, brokerconfig.DefaultMetadataNames()
 	if n.Priority == "" {
-		n.Priority = DefaultMetadataNames.Priority
+		n.Priority = d.Priority
 	}
 	if n.Classification == "" {
-		n.Classification = DefaultMetadataNames.Classification
+		n.Classification = d.Classification
 	}
 	if n.Labels == "" {
-		n.Labels = DefaultMetadataNames.Labels
+		n.Labels = d.Labels
 	}
-	return n
+	return metaNames(n)
 }
+
+type metaNames brokerconfig.MetadataNames
 
 // isMeta reports whether name is (ignoring ASCII case) a name of the
 // metadata set. Such headers are never forwarded: the sink sets them, and a
 // forwarded copy would let a publisher spoof what a reader trusts.
-func (n MetadataNames) isMeta(name string) bool {
+func (n metaNames) isMeta(name string) bool {
 	for _, m := range [...]string{Subject, Stream, StreamSequence, IdempotencyKey, n.Priority, n.Classification, n.Labels} {
 		if strings.EqualFold(name, m) {
 			return true

@@ -19,9 +19,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 
+	"github.com/nats-sinks/nats-sink/brokerconfig"
 	"github.com/nats-sinks/nats-sink/internal/broker"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -42,15 +42,15 @@ type Config struct {
 	ClientIDPrefix       string  `json:"client_id_prefix" pattern:"^[A-Za-z0-9_.-]{1,40}$" doc:"Prefix of the generated client identifier."`
 	SessionExpirySeconds int     `json:"session_expiry_seconds" min:"1" max:"604800" doc:"Session Expiry Interval: how long the broker keeps the session (and unacknowledged flows) after a network break."`
 	KeepAliveSeconds     int     `json:"keep_alive_seconds" min:"1" max:"65535" doc:"Keep Alive interval."`
-	broker.Auth
-	TLS                  broker.TLS `json:"tls" doc:"TLS to the broker (also on with an mqtts or wss URL)."`
-	Topic                string     `json:"topic" doc:"Topic template: literal text plus {subject}, {stream}, {token:N}; values are escaped as topic levels."`
-	QoS                  int        `json:"qos" enum:"1,2" doc:"Quality of service: 1 (PUBACK) or 2 (PUBREC, PUBREL, PUBCOMP). QoS 0 has no acknowledgement."`
-	Retain               bool       `json:"retain" doc:"Retain flag (must be false)."`
-	RequireSubscribers   bool       `json:"require_subscribers" doc:"Treat reason 0x10 (no matching subscribers) as a destination failure instead of a commit."`
-	MessageExpirySeconds *int64     `json:"message_expiry_seconds" min:"1" max:"4294967295" doc:"Message Expiry Interval; null = none."`
-	MaxInflight          int        `json:"max_inflight" min:"1" max:"65535" doc:"Publishes awaiting acknowledgement at once (the server's Receive Maximum caps it)."`
-	broker.Options
+	brokerconfig.Auth
+	TLS                  brokerconfig.TLS `json:"tls" doc:"TLS to the broker (also on with an mqtts or wss URL)."`
+	Topic                string           `json:"topic" doc:"Topic template: literal text plus {subject}, {stream}, {token:N}; values are escaped as topic levels."`
+	QoS                  int              `json:"qos" enum:"1,2" doc:"Quality of service: 1 (PUBACK) or 2 (PUBREC, PUBREL, PUBCOMP). QoS 0 has no acknowledgement."`
+	Retain               bool             `json:"retain" doc:"Retain flag (must be false)."`
+	RequireSubscribers   bool             `json:"require_subscribers" doc:"Treat reason 0x10 (no matching subscribers) as a destination failure instead of a commit."`
+	MessageExpirySeconds *int64           `json:"message_expiry_seconds" min:"1" max:"4294967295" doc:"Message Expiry Interval; null = none."`
+	MaxInflight          int              `json:"max_inflight" min:"1" max:"65535" doc:"Publishes awaiting acknowledgement at once (the server's Receive Maximum caps it)."`
+	brokerconfig.Options
 	MaxRecordBytes int `json:"max_record_bytes" min:"1024" max:"268435455" doc:"Largest record (body plus user properties; at most the server's Maximum Packet Size); a larger message is dead-lettered (PermanentSinkError)."`
 }
 
@@ -67,20 +67,17 @@ func Default() Config {
 		QoS:                  1,
 		RequireSubscribers:   true,
 		MaxInflight:          64,
-		Options:              broker.DefaultOptions("raw"),
-		MaxRecordBytes:       broker.DefaultMaxRecordBytes,
+		Options:              brokerconfig.DefaultOptions("raw"),
+		MaxRecordBytes:       brokerconfig.DefaultMaxRecordBytes,
 	}
 }
 
 // Decode validates one mqtt "sink" object without I/O and returns its
 // Config. Problems come back as one *sink.ConfigError with paths relative to
 // the sink object. The password is read by Open, not here.
-func Decode(raw json.RawMessage) (broker.Opener, error) {
+func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
 	if err := fields.DecodeSink(raw, &c); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -95,17 +92,16 @@ func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 	return s, nil
 }
 
-var (
-	clientID       = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	clientIDPrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
-)
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules between keys. Problems have paths relative to the sink object and
+// come back as one *sink.ConfigError, or nil. Decode runs it on the decoded
+// object, New before anything else, so a Config built in Go is checked like
+// a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
-// Validate returns every rule violation as a *sink.ConfigError, or nil.
-func (c *Config) Validate() error {
+// rules checks what the struct tags cannot express.
+func (c *Config) rules(p *fields.Problems) {
 	var ck broker.Checker
-	if c.Type != "mqtt" {
-		ck.Addf("type", "must be mqtt (got %q)", c.Type)
-	}
 	u, msg := parseURL(c.URL)
 	if msg != "" {
 		ck.Add("url", msg)
@@ -117,37 +113,22 @@ func (c *Config) Validate() error {
 	default:
 		ck.Addf("protocol_version", "must be 5 (got %d)", c.ProtocolVersion)
 	}
-	if c.ClientID != nil && !clientID.MatchString(*c.ClientID) {
-		ck.Addf("client_id", "must match %s (got %q)", clientID, *c.ClientID)
-	}
-	if !clientIDPrefix.MatchString(c.ClientIDPrefix) {
-		ck.Addf("client_id_prefix", "must match %s (got %q)", clientIDPrefix, c.ClientIDPrefix)
-	}
-	ck.Range("session_expiry_seconds", c.SessionExpirySeconds, 1, 604800)
-	ck.Range("keep_alive_seconds", c.KeepAliveSeconds, 1, 65535)
-	ck.Append("", c.Auth.Problems(false))
+	ck.Append(c.Auth.Rules(false))
 	if c.TLS.Enabled && u != nil && !u.tls {
 		ck.Add("tls.enabled", "requires an mqtts or wss URL")
 	}
-	ck.Append("", c.TLS.Problems(c.TLS.Enabled || (u != nil && u.tls)))
+	ck.Append(c.TLS.Rules(c.TLS.Enabled || (u != nil && u.tls)))
 	if _, err := broker.ParseTemplate(c.Topic, broker.Topic); err != nil {
 		ck.Add("topic", err.Error())
 	} else if c.Topic == "" {
 		ck.Add("topic", "must not be empty")
 	}
-	if c.QoS != 1 && c.QoS != 2 {
-		ck.Addf("qos", "must be 1 or 2 (got %d): QoS 0 has no acknowledgement", c.QoS)
-	}
 	if c.Retain {
 		ck.Add("retain", "must be false")
 	}
-	if c.MessageExpirySeconds != nil && (*c.MessageExpirySeconds < 1 || *c.MessageExpirySeconds > 4294967295) {
-		ck.Addf("message_expiry_seconds", "must be between 1 and 4294967295 (got %d)", *c.MessageExpirySeconds)
+	for _, pr := range ck.Problems() {
+		p.Add(pr.Path, pr.Message)
 	}
-	ck.Range("max_inflight", c.MaxInflight, 1, 65535)
-	ck.Append("", c.Options.Problems())
-	ck.Range("max_record_bytes", c.MaxRecordBytes, 1024, MaxRecordBytes)
-	return ck.Err()
 }
 
 // target is a parsed url.

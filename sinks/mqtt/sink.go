@@ -81,7 +81,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	}
 	t, _ := parseURL(c.URL)
 	tmpl, _ := broker.ParseTemplate(c.Topic, broker.Topic)
-	pw, _, err := c.Auth.ResolvePassword(deps.LookupEnv)
+	pw, _, err := broker.ResolvePassword(&c.Auth, deps.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		},
 	}
 	if c.TLS.Enabled || t.tls {
-		if cc.TlsCfg, err = c.TLS.Config(t.host); err != nil {
+		if cc.TlsCfg, err = broker.TLSConfig(&c.TLS, t.host); err != nil {
 			return nil, err
 		}
 	}
@@ -400,7 +400,7 @@ var connackNames = map[byte]string{
 // prepare builds the PUBLISH of e. A returned message with an error carries
 // the span to end.
 func (s *Sink) prepare(ctx context.Context, i int, e *sink.Envelope, storedAt time.Time) (*message, error) {
-	r, err := s.cfg.Build("mqtt", e, storedAt)
+	r, err := broker.Build(&s.cfg.Options, "mqtt", e, storedAt)
 	if err != nil {
 		return nil, errorf(e, "", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/tcpproxy"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 )
@@ -322,7 +323,7 @@ func TestACLDenied(t *testing.T) {
 	sub := mqtttest.Subscribe(t, b.URL, "reader-1", "#", "reader", "rpw")
 	c := config(b.URL, "denied")
 	c.Username = ptr("writer")
-	c.Password = ptr(broker.Secret("wpw"))
+	c.Password = ptr(secret.Value("wpw"))
 	s := open(t, c, sink.Deps{})
 	for i, r := range s.WriteBatch(t.Context(), batch("x", "ACL", 1, 2)) {
 		if r.Outcome != sink.Destination || !strings.Contains(r.Err.Error(), "0x87") {

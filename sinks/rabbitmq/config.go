@@ -15,10 +15,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/nats-sinks/nats-sink/brokerconfig"
 	"github.com/nats-sinks/nats-sink/internal/broker"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -33,15 +33,15 @@ const MaxRecordBytes = 134217728
 type Config struct {
 	Type string `json:"type" trim:"true" lower:"true" enum:"rabbitmq" doc:"Sink type."`
 	URL  string `json:"url" nonblank:"true" nopad:"true" nocontrol:"true" doc:"amqp://host[:port]/[vhost] or amqps:// (TLS); no credentials in the URL."`
-	broker.Auth
-	TLS              broker.TLS `json:"tls" doc:"TLS to the broker (also on with an amqps URL)."`
-	Exchange         string     `json:"exchange" required:"true" maxlen:"255" pattern:"^[A-Za-z0-9._:-]*$" doc:"Exchange to publish to; \"\" = the default exchange (the routing key names the queue). It must exist: the sink never declares it."`
-	RoutingKey       string     `json:"routing_key" doc:"Routing key template: literal text plus {subject}, {stream}, {token:N}; rendered at most 255 bytes."`
-	Mandatory        bool       `json:"mandatory" doc:"Publish with mandatory set (must be true): an unroutable message comes back instead of being dropped after its confirm."`
-	DeliveryMode     int        `json:"delivery_mode" enum:"2" doc:"AMQP delivery mode (must be 2, persistent)."`
-	HeartbeatSeconds int        `json:"heartbeat_seconds" min:"0" max:"600" doc:"AMQP heartbeat interval; 0 = none."`
-	ConnectionName   string     `json:"connection_name" nocontrol:"true" maxlen:"255" doc:"Client-provided connection name shown in the management UI."`
-	broker.Options
+	brokerconfig.Auth
+	TLS              brokerconfig.TLS `json:"tls" doc:"TLS to the broker (also on with an amqps URL)."`
+	Exchange         string           `json:"exchange" required:"true" maxlen:"255" pattern:"^[A-Za-z0-9._:-]*$" doc:"Exchange to publish to; \"\" = the default exchange (the routing key names the queue). It must exist: the sink never declares it."`
+	RoutingKey       string           `json:"routing_key" doc:"Routing key template: literal text plus {subject}, {stream}, {token:N}; rendered at most 255 bytes."`
+	Mandatory        bool             `json:"mandatory" doc:"Publish with mandatory set (must be true): an unroutable message comes back instead of being dropped after its confirm."`
+	DeliveryMode     int              `json:"delivery_mode" enum:"2" doc:"AMQP delivery mode (must be 2, persistent)."`
+	HeartbeatSeconds int              `json:"heartbeat_seconds" min:"0" max:"600" doc:"AMQP heartbeat interval; 0 = none."`
+	ConnectionName   string           `json:"connection_name" nocontrol:"true" maxlen:"255" doc:"Client-provided connection name shown in the management UI."`
+	brokerconfig.Options
 	MaxRecordBytes int `json:"max_record_bytes" min:"1024" max:"134217728" doc:"Largest record (body plus headers); a larger message is dead-lettered (PermanentSinkError)."`
 }
 
@@ -55,20 +55,17 @@ func Default() Config {
 		DeliveryMode:     2,
 		HeartbeatSeconds: 10,
 		ConnectionName:   "nats-sink",
-		Options:          broker.DefaultOptions("envelope"),
-		MaxRecordBytes:   broker.DefaultMaxRecordBytes,
+		Options:          brokerconfig.DefaultOptions("envelope"),
+		MaxRecordBytes:   brokerconfig.DefaultMaxRecordBytes,
 	}
 }
 
 // Decode validates one rabbitmq "sink" object without I/O and returns its
 // Config. Problems come back as one *sink.ConfigError with paths relative to
 // the sink object. The password is read by Open, not here.
-func Decode(raw json.RawMessage) (broker.Opener, error) {
+func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
 	if err := fields.DecodeSink(raw, &c); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -83,45 +80,37 @@ func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 	return s, nil
 }
 
-var exchangeName = regexp.MustCompile(`^[A-Za-z0-9._:-]*$`)
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules between keys. Problems have paths relative to the sink object and
+// come back as one *sink.ConfigError, or nil. Decode runs it on the decoded
+// object, New before anything else, so a Config built in Go is checked like
+// a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
-// Validate returns every rule violation as a *sink.ConfigError, or nil.
-func (c *Config) Validate() error {
+// rules checks what the struct tags cannot express.
+func (c *Config) rules(p *fields.Problems) {
 	var ck broker.Checker
-	if c.Type != "rabbitmq" {
-		ck.Addf("type", "must be rabbitmq (got %q)", c.Type)
-	}
 	u, msg := parseURL(c.URL)
 	if msg != "" {
 		ck.Add("url", msg)
 	}
-	ck.Append("", c.Auth.Problems(true))
+	ck.Append(c.Auth.Rules(true))
 	if c.Auth.HasPassword() && c.Auth.Username == nil {
 		ck.Add("username", "required with a password (or set neither for guest/guest)")
 	}
 	if c.TLS.Enabled && u != nil && !u.tls {
 		ck.Add("tls.enabled", "requires an amqps URL")
 	}
-	ck.Append("", c.TLS.Problems(c.TLS.Enabled || (u != nil && u.tls)))
-	if len(c.Exchange) > 255 || !exchangeName.MatchString(c.Exchange) {
-		ck.Addf("exchange", "must be at most 255 of A-Z a-z 0-9 . _ : - (got %q)", c.Exchange)
-	}
+	ck.Append(c.TLS.Rules(c.TLS.Enabled || (u != nil && u.tls)))
 	if _, err := broker.ParseTemplate(c.RoutingKey, broker.Raw); err != nil {
 		ck.Add("routing_key", err.Error())
 	}
 	if !c.Mandatory {
 		ck.Add("mandatory", "must be true: an unroutable message must come back, never be dropped after a confirm")
 	}
-	if c.DeliveryMode != 2 {
-		ck.Addf("delivery_mode", "must be 2 (persistent) (got %d)", c.DeliveryMode)
+	for _, pr := range ck.Problems() {
+		p.Add(pr.Path, pr.Message)
 	}
-	ck.Range("heartbeat_seconds", c.HeartbeatSeconds, 0, 600)
-	if len(c.ConnectionName) > 255 || fields.HasControl(c.ConnectionName) {
-		ck.Add("connection_name", "must be at most 255 characters without control characters")
-	}
-	ck.Append("", c.Options.Problems())
-	ck.Range("max_record_bytes", c.MaxRecordBytes, 1024, MaxRecordBytes)
-	return ck.Err()
 }
 
 // target is a parsed url: what to dial, and the virtual host.

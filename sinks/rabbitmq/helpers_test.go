@@ -14,9 +14,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/nats-sinks/nats-sink/internal/broker"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 )
@@ -147,7 +147,7 @@ func (s *server) config(exchange string) Config {
 	c.Exchange = exchange
 	if s.user != "guest" || s.pass != "guest" {
 		c.Username = &s.user
-		pw := broker.Secret(s.pass)
+		pw := secret.Value(s.pass)
 		c.Password = &pw
 	}
 	return c

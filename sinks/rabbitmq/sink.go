@@ -91,7 +91,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	}
 	t, _ := parseURL(c.URL) // Validate parsed it
 	tmpl, _ := broker.ParseTemplate(c.RoutingKey, broker.Raw)
-	pw, ok, err := c.Auth.ResolvePassword(deps.LookupEnv)
+	pw, ok, err := broker.ResolvePassword(&c.Auth, deps.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		Locale:     "en_US",
 	}
 	if c.TLS.Enabled || t.tls {
-		if ac.TLSClientConfig, err = c.TLS.Config(t.host); err != nil {
+		if ac.TLSClientConfig, err = broker.TLSConfig(&c.TLS, t.host); err != nil {
 			return nil, err
 		}
 	}
@@ -498,7 +498,7 @@ func (s *Sink) collect(wctx, ctx context.Context, batch []*sink.Envelope, msgs [
 // prepare builds the AMQP message of e. A returned message with an error
 // carries the span to end.
 func (s *Sink) prepare(ctx context.Context, i int, e *sink.Envelope, storedAt time.Time) (*message, error) {
-	r, err := s.cfg.Build("rabbitmq", e, storedAt)
+	r, err := broker.Build(&s.cfg.Options, "rabbitmq", e, storedAt)
 	if err != nil {
 		return nil, errorf(e, "", err)
 	}

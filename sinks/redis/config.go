@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-sinks/nats-sink/brokerconfig"
 	"github.com/nats-sinks/nats-sink/internal/broker"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -33,18 +34,18 @@ type Config struct {
 	Type    string `json:"type" trim:"true" lower:"true" enum:"redis" doc:"Sink type."`
 	Address string `json:"address" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Redis server host:port (a standalone server, or a proxy presenting one)."`
 	DB      int    `json:"db" min:"0" max:"1024" doc:"Database number (SELECT)."`
-	broker.Auth
-	TLS             broker.TLS `json:"tls" doc:"TLS to the server."`
-	StreamKey       string     `json:"stream_key" nonblank:"true" doc:"Stream key template: literal text plus {subject}, {stream}, {token:N}; rendered 1 to 1024 bytes."`
-	MaxLen          *int64     `json:"maxlen" min:"1" max:"1000000000000" doc:"Trim each stream to about this many entries (XADD MAXLEN ~); trimmed entries are gone. null = no trimming."`
-	MaxLenExact     bool       `json:"maxlen_exact" doc:"Trim to exactly maxlen entries (MAXLEN =), which costs more per add."`
-	DedupeWindowMS  int64      `json:"dedupe_window_ms" min:"0" max:"604800000" doc:"How long a message's dedupe key makes its redelivery a Duplicate without a second entry; 0 = no dedupe keys."`
-	DedupeKeyPrefix string     `json:"dedupe_key_prefix" doc:"Prefix of the dedupe keys (1 to 128 printable ASCII characters)."`
-	WaitReplicas    int        `json:"wait_replicas" min:"0" max:"16" doc:"Replicas that must acknowledge a batch's writes (WAIT) before it is committed; 0 = none."`
-	WaitTimeoutMS   int        `json:"wait_timeout_ms" min:"1" max:"60000" doc:"How long WAIT waits for wait_replicas."`
-	PoolSize        int        `json:"pool_size" min:"1" max:"256" doc:"Connections; each in-flight batch uses one."`
-	DialTimeoutMS   int        `json:"dial_timeout_ms" min:"100" max:"60000" doc:"Connection timeout."`
-	broker.Options
+	brokerconfig.Auth
+	TLS             brokerconfig.TLS `json:"tls" doc:"TLS to the server."`
+	StreamKey       string           `json:"stream_key" nonblank:"true" doc:"Stream key template: literal text plus {subject}, {stream}, {token:N}; rendered 1 to 1024 bytes."`
+	MaxLen          *int64           `json:"maxlen" min:"1" max:"1000000000000" doc:"Trim each stream to about this many entries (XADD MAXLEN ~); trimmed entries are gone. null = no trimming."`
+	MaxLenExact     bool             `json:"maxlen_exact" doc:"Trim to exactly maxlen entries (MAXLEN =), which costs more per add."`
+	DedupeWindowMS  int64            `json:"dedupe_window_ms" min:"0" max:"604800000" doc:"How long a message's dedupe key makes its redelivery a Duplicate without a second entry; 0 = no dedupe keys."`
+	DedupeKeyPrefix string           `json:"dedupe_key_prefix" doc:"Prefix of the dedupe keys (1 to 128 printable ASCII characters)."`
+	WaitReplicas    int              `json:"wait_replicas" min:"0" max:"16" doc:"Replicas that must acknowledge a batch's writes (WAIT) before it is committed; 0 = none."`
+	WaitTimeoutMS   int              `json:"wait_timeout_ms" min:"1" max:"60000" doc:"How long WAIT waits for wait_replicas."`
+	PoolSize        int              `json:"pool_size" min:"1" max:"256" doc:"Connections; each in-flight batch uses one."`
+	DialTimeoutMS   int              `json:"dial_timeout_ms" min:"100" max:"60000" doc:"Connection timeout."`
+	brokerconfig.Options
 	MaxRecordBytes int `json:"max_record_bytes" min:"1024" max:"536870912" doc:"Largest record (body plus fields); a larger message is dead-lettered (PermanentSinkError)."`
 }
 
@@ -59,20 +60,17 @@ func Default() Config {
 		WaitTimeoutMS:   1000,
 		PoolSize:        4,
 		DialTimeoutMS:   5000,
-		Options:         broker.DefaultOptions("envelope"),
-		MaxRecordBytes:  broker.DefaultMaxRecordBytes,
+		Options:         brokerconfig.DefaultOptions("envelope"),
+		MaxRecordBytes:  brokerconfig.DefaultMaxRecordBytes,
 	}
 }
 
 // Decode validates one redis "sink" object without I/O and returns its
 // Config. Problems come back as one *sink.ConfigError with paths relative to
 // the sink object. The password is read by Open, not here.
-func Decode(raw json.RawMessage) (broker.Opener, error) {
+func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
 	if err := fields.DecodeSink(raw, &c); err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -87,44 +85,35 @@ func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 	return s, nil
 }
 
-// Validate returns every rule violation as a *sink.ConfigError, or nil.
-// Decode reports the per-key rules through the struct tags first; Validate
-// repeats them for Configs built by hand and adds the cross-key rules.
-func (c *Config) Validate() error {
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules between keys. Problems have paths relative to the sink object and
+// come back as one *sink.ConfigError, or nil. Decode runs it on the decoded
+// object, New before anything else, so a Config built in Go is checked like
+// a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
+
+// rules checks what the struct tags cannot express.
+func (c *Config) rules(p *fields.Problems) {
 	var ck broker.Checker
-	if c.Type != "redis" {
-		ck.Addf("type", "must be redis (got %q)", c.Type)
-	}
 	if msg := checkAddress(c.Address); msg != "" {
 		ck.Add("address", msg)
 	}
-	ck.Range("db", c.DB, 0, 1024)
-	ck.Append("", c.Auth.Problems(true))
-	ck.Append("", c.TLS.Problems(c.TLS.Enabled))
+	ck.Append(c.Auth.Rules(true))
+	ck.Append(c.TLS.Rules(c.TLS.Enabled))
 	if _, err := broker.ParseTemplate(c.StreamKey, broker.Raw); err != nil {
 		ck.Add("stream_key", err.Error())
 	} else if c.StreamKey == "" {
 		ck.Add("stream_key", "must not be empty")
 	}
-	if c.MaxLen != nil && (*c.MaxLen < 1 || *c.MaxLen > 1e12) {
-		ck.Addf("maxlen", "must be between 1 and 1000000000000 (got %d)", *c.MaxLen)
-	}
 	if c.MaxLenExact && c.MaxLen == nil {
 		ck.Add("maxlen_exact", "requires maxlen")
-	}
-	if c.DedupeWindowMS < 0 || c.DedupeWindowMS > 604800000 {
-		ck.Addf("dedupe_window_ms", "must be between 0 and 604800000 (got %d)", c.DedupeWindowMS)
 	}
 	if n := len(c.DedupeKeyPrefix); n < 1 || n > 128 || strings.ContainsFunc(c.DedupeKeyPrefix, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
 		ck.Add("dedupe_key_prefix", "must be 1 to 128 printable ASCII characters")
 	}
-	ck.Range("wait_replicas", c.WaitReplicas, 0, 16)
-	ck.Range("wait_timeout_ms", c.WaitTimeoutMS, 1, 60000)
-	ck.Range("pool_size", c.PoolSize, 1, 256)
-	ck.Range("dial_timeout_ms", c.DialTimeoutMS, 100, 60000)
-	ck.Append("", c.Options.Problems())
-	ck.Range("max_record_bytes", c.MaxRecordBytes, 1024, MaxRecordBytes)
-	return ck.Err()
+	for _, pr := range ck.Problems() {
+		p.Add(pr.Path, pr.Message)
+	}
 }
 
 // checkAddress returns the problem with a host:port address, or "".

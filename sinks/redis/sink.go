@@ -100,7 +100,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		return nil, err
 	}
 	tmpl, _ := broker.ParseTemplate(c.StreamKey, broker.Raw) // Validate parsed it
-	pw, _, err := c.Auth.ResolvePassword(deps.LookupEnv)
+	pw, _, err := broker.ResolvePassword(&c.Auth, deps.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
 	if c.TLS.Enabled {
-		if opts.TLSConfig, err = c.TLS.Config(host); err != nil {
+		if opts.TLSConfig, err = broker.TLSConfig(&c.TLS, host); err != nil {
 			return nil, err
 		}
 	}
@@ -320,7 +320,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 // prepare builds the record of e, renders its stream key and starts its
 // span. A returned entry with an error carries the span to end.
 func (s *Sink) prepare(ctx context.Context, i int, e *sink.Envelope, storedAt time.Time) (*entry, error) {
-	r, err := s.cfg.Build("redis", e, storedAt)
+	r, err := broker.Build(&s.cfg.Options, "redis", e, storedAt)
 	if err != nil {
 		return nil, errorf(e, "", err)
 	}

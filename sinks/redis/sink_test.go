@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/internal/broker"
 	"github.com/nats-sinks/nats-sink/internal/broker/brokertest"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/tcpproxy"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 )
@@ -295,7 +295,7 @@ func TestCredentials(t *testing.T) {
 	c := srv.config()
 	c.Username = &user
 	wrong := "not-" + pw
-	c.Password = (*broker.Secret)(&wrong)
+	c.Password = (*secret.Value)(&wrong)
 	_, err := New(t.Context(), c, sink.Deps{})
 	if err == nil || errors.Is(err, sink.ErrConfig) || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("New with a wrong password = %v, want a WRONGPASS start error that is not a configuration error", err)
@@ -310,7 +310,7 @@ func TestCredentials(t *testing.T) {
 		t.Errorf("wrong password classified %v, want destination", sink.Failed(err).Outcome)
 	}
 
-	c.Password = (*broker.Secret)(&pw)
+	c.Password = (*secret.Value)(&pw)
 	s := open(t, c, sink.Deps{})
 	if got := outcomes(s.WriteBatch(t.Context(), batch("cred", "C", 1, 2))); !slices.Equal(got, repeat(sink.Committed, 2)) {
 		t.Fatalf("WriteBatch = %v", got)

@@ -41,7 +41,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{counts: map[string]int{}, gauges: map[string]float64{}, obs: map[string]int{}}
 }
 
-// Count returns a counter's value (a CounterVec's series are name{value}).
+// Count returns a counter's value.
 func (m *Metrics) Count(name string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -85,15 +85,8 @@ func (i instrument) Observe(float64) {
 	i.m.mu.Unlock()
 }
 
-func (i instrument) With(v string) sink.Counter { return instrument{i.m, i.name + "{" + v + "}"} }
-
 // Counter returns the counter named name.
 func (m *Metrics) Counter(name, _ string) (sink.Counter, error) { return instrument{m, name}, nil }
-
-// CounterVec returns the counter family named name.
-func (m *Metrics) CounterVec(name, _, _ string) (sink.CounterVec, error) {
-	return instrument{m, name}, nil
-}
 
 // Gauge returns the gauge named name.
 func (m *Metrics) Gauge(name, _ string) (sink.Gauge, error) { return instrument{m, name}, nil }
