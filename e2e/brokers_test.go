@@ -307,7 +307,12 @@ func TestRedisDown(t *testing.T) {
 	sinkCfg := dest.sink(120000)
 	sinkCfg["address"] = p.Addr()
 	sinkCfg["publish_timeout_ms"] = 500
-	brokerDownRun(t, sinkCfg, p, func() map[uint64]int { return dest.copies(t) })
+	log := brokerDownRun(t, sinkCfg, p, func() map[uint64]int { return dest.copies(t) })
+	// The machine's Redis runs without AOF (as CI starts it).
+	if aof, _ := dest.admin.ConfigGet(context.Background(), "appendonly").Result(); aof["appendonly"] == "no" &&
+		!strings.Contains(log, "redis server has AOF disabled; committed entries do not survive a server restart") {
+		t.Errorf("no AOF warning in the log:\n%s", log)
+	}
 }
 
 // TestRedisPermissionRevoked: the sink's ACL user loses EVALSHA mid-run:
@@ -327,7 +332,7 @@ func TestRedisPermissionRevoked(t *testing.T) {
 	destinationRun(t, sinkCfg,
 		func() { dest.admin.Do(ctx, "ACL", "SETUSER", user, "-evalsha") },
 		func() { dest.admin.Do(ctx, "ACL", "SETUSER", user, "+evalsha") },
-		"NOPERM", func() map[uint64]int { return dest.copies(t) })
+		"NOPERM", "redis_pipeline_seconds_count", func() map[uint64]int { return dest.copies(t) })
 }
 
 // TestRedisWrongPassword: a refused password fails the start: exit 1 with
@@ -487,7 +492,7 @@ func TestRabbitMQPermissionRevoked(t *testing.T) {
 	destinationRun(t, sinkCfg,
 		func() { run("set_permissions", "-p", "/", user, "^$", "^$", "^$") },
 		func() { run("set_permissions", "-p", "/", user, "^$", ".*", "^$") },
-		"403", func() map[uint64]int { return dest.copies(t) })
+		"403", "rabbitmq_confirm_seconds_count", func() map[uint64]int { return dest.copies(t) })
 }
 
 // TestRabbitMQStartErrors: a wrong password is exit 1; a missing exchange
@@ -501,7 +506,7 @@ func TestRabbitMQStartErrors(t *testing.T) {
 
 	missing := dest.sink()
 	missing["exchange"] = dest.exchange + "-missing"
-	startFails(t, missing, 2, fmt.Sprintf(`exchange: exchange "%s-missing" does not exist in vhost "/"`, dest.exchange), "")
+	startFails(t, missing, 2, fmt.Sprintf(`sink.exchange: exchange "%s-missing" does not exist in vhost "/"`, dest.exchange), "")
 }
 
 // ---- MQTT ----
@@ -597,7 +602,7 @@ func TestMQTTNotAuthorized(t *testing.T) {
 	sinkCfg["username"], sinkCfg["password_env"] = "writer", "BRK_MQTT_PASSWORD"
 	allow := "user writer\ntopic write " + dest.prefix + "/#\n\nuser reader\ntopic read #\n"
 	destinationRun(t, sinkCfg, func() {}, func() { dest.broker.SetACL(t, allow) },
-		"0x87", func() map[uint64]int { return dest.copies(t, 300) })
+		"0x87", "mqtt_publish_seconds_count", func() map[uint64]int { return dest.copies(t, 300) })
 }
 
 // TestMQTTWrongPassword: refused credentials fail the start, exit 1.
@@ -614,8 +619,9 @@ func TestMQTTWrongPassword(t *testing.T) {
 // brokerDownRun starts the binary with its broker behind p, blocks p
 // (every connection cut, new ones refused), publishes 300 messages and
 // checks for three seconds that none is acknowledged; then resumes p and
-// checks that all are acknowledged and each is at the destination.
-func brokerDownRun(t *testing.T, sinkCfg map[string]any, p *tcpproxy.Proxy, copies func() map[uint64]int) {
+// checks that all are acknowledged and each is at the destination. It
+// returns the process's log.
+func brokerDownRun(t *testing.T, sinkCfg map[string]any, p *tcpproxy.Proxy, copies func() map[uint64]int) (stderr string) {
 	t.Helper()
 	const n = 300
 	natsURL, js := brokerNATS(t)
@@ -635,6 +641,7 @@ func brokerDownRun(t *testing.T, sinkCfg map[string]any, p *tcpproxy.Proxy, copi
 			t.Errorf("sequence %d missing after the broker came back", seq)
 		}
 	}
+	return proc.stderr.String()
 }
 
 // destinationRun starts the binary with metrics on, breaks the destination
@@ -642,8 +649,9 @@ func brokerDownRun(t *testing.T, sinkCfg map[string]any, p *tcpproxy.Proxy, copi
 // acknowledged or dead-lettered, that /readyz reports the sink unhealthy,
 // that sink_destination_errors_total counts and that the log names the
 // error (wantLog); then repairs it (fixIt) and checks that every message
-// is acknowledged and at the destination.
-func destinationRun(t *testing.T, sinkCfg map[string]any, breakIt, fixIt func(), wantLog string, copies func() map[uint64]int) {
+// is acknowledged and at the destination, and that the sink's own metric
+// (sinkMetric, without the namespace) reached /metrics.
+func destinationRun(t *testing.T, sinkCfg map[string]any, breakIt, fixIt func(), wantLog, sinkMetric string, copies func() map[uint64]int) {
 	t.Helper()
 	const n = 300
 	natsURL, js := brokerNATS(t)
@@ -682,6 +690,9 @@ func destinationRun(t *testing.T, sinkCfg map[string]any, breakIt, fixIt func(),
 	}
 	fixIt()
 	waitAllAcked(t, js, brkStream, brkConsumer, n, 2*time.Minute)
+	if v, err := m.scrape(); err != nil || v[sinkMetric] == 0 {
+		t.Errorf("%s = %v (%v), want > 0 after the writes", sinkMetric, v[sinkMetric], err)
+	}
 	dlq, err := js.Stream(context.Background(), "BRKDLQ")
 	if err != nil {
 		t.Fatal(err)
