@@ -457,7 +457,7 @@ func TestBenchBrokers(t *testing.T) {
 			dest := newRedisDest(t)
 			return dest.sink(120000), func() int { return dest.entries(t) }
 		}},
-		// The envelope's metadata document is most of an entry's ~2.4 KB;
+		// The envelope's metadata document is most of an entry's ~2.3 KB;
 		// without it Redis does far less work per add.
 		{"redis payload", func(t *testing.T) (map[string]any, func() int) {
 			dest := newRedisDest(t)
