@@ -549,3 +549,49 @@ func TestTLS(t *testing.T) {
 		t.Errorf("New against an untrusted broker = %v, want a destination-class certificate error", err)
 	}
 }
+
+// TestCredentialsRevoked: the broker stops accepting the sink's password
+// while it runs; after the next connection loss every reconnect is refused,
+// and the publishes that wait for one fail as Destination (the CONNACK's
+// reason), not as a plain outage. Restored, they commit.
+func TestCredentialsRevoked(t *testing.T) {
+	b := mqtttest.StartMosquitto(t, mqtttest.Options{Users: map[string]string{"writer": "wpw"}})
+	p := tcpproxy.Start(t, fmt.Sprintf("127.0.0.1:%d", b.Port))
+	c := config("mqtt://"+p.Addr(), uniq())
+	c.RequireSubscribers = false
+	c.PublishTimeoutMS = 1000
+	c.Username, c.Password = ptr("writer"), ptr(secret.Value("wpw"))
+	s := open(t, c, sink.Deps{})
+	if got := outcomes(s.WriteBatch(t.Context(), batch("rev", "RV", 1, 2))); !slices.Equal(got, repeat(sink.Committed, 2)) {
+		t.Fatalf("WriteBatch = %v", got)
+	}
+	b.SetPasswords(t, map[string]string{"writer": "changed"})
+	p.Cut() // the connection drops; reconnects now meet the new password
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rs := s.WriteBatch(t.Context(), batch("rev", "RV", 3, 2))
+		if rs[0].Outcome == sink.Destination {
+			if !strings.Contains(rs[0].Err.Error(), "CONNACK reason 0x8") {
+				t.Errorf("destination error %v does not name the CONNACK refusal", rs[0].Err)
+			}
+			break
+		}
+		if rs[0].Outcome.Acked() || time.Now().After(deadline) {
+			t.Fatalf("after the password changed: %v (%v), want destination", outcomes(rs), rs[0].Err)
+		}
+	}
+	if err := s.Healthcheck(t.Context()); sink.Failed(err).Outcome != sink.Destination {
+		t.Errorf("Healthcheck = %v, want a destination error", err)
+	}
+	b.SetPasswords(t, map[string]string{"writer": "wpw"})
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		rs := s.WriteBatch(t.Context(), batch("rev", "RV", 3, 2))
+		if slices.Equal(outcomes(rs), repeat(sink.Committed, 2)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the password was restored: %v (%v)", outcomes(rs), rs[0].Err)
+		}
+	}
+}

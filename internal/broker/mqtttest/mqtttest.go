@@ -32,6 +32,23 @@ type Broker struct {
 	dir  string
 	acl  string
 	logs *lockedBuffer
+
+	passwords string
+}
+
+// writePasswords writes a Mosquitto password file holding users.
+func writePasswords(t testing.TB, path string, users map[string]string) {
+	t.Helper()
+	os.Remove(path)
+	for user, pw := range users {
+		args := []string{"-b", path, user, pw}
+		if _, err := os.Stat(path); err != nil {
+			args = append([]string{"-c"}, args...)
+		}
+		if out, err := exec.Command("mosquitto_passwd", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
+		}
+	}
 }
 
 // lockedBuffer collects the broker's log for a failing test.
@@ -103,17 +120,10 @@ func StartMosquitto(t testing.TB, o Options) *Broker {
 		scheme = "mqtts"
 		fmt.Fprintf(&conf, "cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate %t\n", o.CAFile, o.CertFile, o.KeyFile, o.RequireCertificate)
 	}
+	pwfile := ""
 	if len(o.Users) > 0 {
-		pwfile := filepath.Join(dir, "passwords")
-		for user, pw := range o.Users {
-			args := []string{"-b", pwfile, user, pw}
-			if _, err := os.Stat(pwfile); err != nil {
-				args = append([]string{"-c"}, args...)
-			}
-			if out, err := exec.Command("mosquitto_passwd", args...).CombinedOutput(); err != nil {
-				t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
-			}
-		}
+		pwfile = filepath.Join(dir, "passwords")
+		writePasswords(t, pwfile, o.Users)
 		fmt.Fprintf(&conf, "allow_anonymous false\npassword_file %s\n", pwfile)
 	} else {
 		conf.WriteString("allow_anonymous true\n")
@@ -130,7 +140,7 @@ func StartMosquitto(t testing.TB, o Options) *Broker {
 	if err := os.WriteFile(confFile, []byte(conf.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b := &Broker{URL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), Port: port, conf: confFile, dir: dir, acl: aclFile, logs: &lockedBuffer{}}
+	b := &Broker{URL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, port), Port: port, conf: confFile, dir: dir, acl: aclFile, passwords: pwfile, logs: &lockedBuffer{}}
 	b.start(t, bin)
 	t.Cleanup(func() {
 		b.Stop()
@@ -181,6 +191,20 @@ func (b *Broker) SetACL(t testing.TB, acl string) {
 	if err := os.WriteFile(b.acl, []byte(acl), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatalf("SIGHUP mosquitto: %v", err)
+	}
+}
+
+// SetPasswords replaces the broker's users (it must have been started with
+// some) and makes it reload them (SIGHUP); connections already up stay up,
+// new ones need the new passwords.
+func (b *Broker) SetPasswords(t testing.TB, users map[string]string) {
+	t.Helper()
+	if b.passwords == "" {
+		t.Fatal("mqtttest: SetPasswords on a broker started without users")
+	}
+	writePasswords(t, b.passwords, users)
 	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatalf("SIGHUP mosquitto: %v", err)
 	}
