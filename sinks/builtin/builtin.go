@@ -11,10 +11,13 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	kafkasink "github.com/nats-sinks/nats-sink/sinks/kafka"
+	"github.com/nats-sinks/nats-sink/sinks/mqtt"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
+	"github.com/nats-sinks/nats-sink/sinks/rabbitmq"
+	redissink "github.com/nats-sinks/nats-sink/sinks/redis"
 	s3sink "github.com/nats-sinks/nats-sink/sinks/s3"
 	"github.com/nats-sinks/nats-sink/sinks/spool"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
@@ -43,6 +46,9 @@ func list() []builtin {
 		{"kafka", kafkasink.Decode, ptr(kafkasink.Default())},
 		{"nats", natssink.Decode, ptr(natssink.Default())},
 		{"spool", spool.Decode, ptr(spool.Default())},
+		{"redis", redissink.Decode, ptr(redissink.Default())},
+		{"rabbitmq", rabbitmq.Decode, ptr(rabbitmq.Default())},
+		{"mqtt", mqtt.Decode, ptr(mqtt.Default())},
 	}
 }
 
