@@ -128,7 +128,8 @@ func Run(args []string, env *Env) int {
 	}
 	switch args[0] {
 	case "--version", "-version":
-		fmt.Fprintln(env.Stdout, Version)
+		v, _, _ := stampedBuild()
+		fmt.Fprintln(env.Stdout, v)
 		return exitOK
 	case "--help", "-help", "-h", "help":
 		usage(env, env.Stdout)

@@ -80,7 +80,15 @@ func runRun(env *Env, args []string) int {
 func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownRequested *atomic.Bool) int {
 	log := telemetry.NewLogger(env.Stderr, cfg.Logging.Format, cfg.Logging.Level)
 	d := cfg.Delivery
-	stopLog := context.AfterFunc(ctx, func() { log.Info("shutdown requested", "component", "supervisor") })
+	// live is the started pipeline, read by the HTTP endpoint's goroutines
+	// and the service manager's watchdog.
+	var live atomic.Pointer[pipeline.Pipeline]
+	svc := startServiceNotifier(env, log, cfg, &live)
+	defer svc.close()
+	stopLog := context.AfterFunc(ctx, func() {
+		log.Info("shutdown requested", "component", "supervisor")
+		svc.stopping()
+	})
 	defer stopLog()
 
 	// Step 2–3: metrics registry and the HTTP endpoint (not ready yet).
@@ -91,8 +99,6 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 			return exitRuntime
 		}
 	}
-	// live is the started pipeline, read by the HTTP endpoint's goroutines.
-	var live atomic.Pointer[pipeline.Pipeline]
 	ready := func() telemetry.Readiness {
 		if p := live.Load(); p != nil {
 			return p.Ready()
@@ -148,7 +154,9 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 	// the same drain, then exit 1, so that a supervisor restarts a process
 	// that could never become ready again (pipeline.ConnClosedError).
 	log.Info("ready", "component", "supervisor")
+	svc.ready(cfg) // the consumer is bound: Start returned
 	runErr := p.Run(ctx)
+	svc.stopping() // a fail-fast stop or a closed connection ends the run without a signal
 
 	// Shutdown (runtime §14): the runner has drained within
 	// shutdown_timeout_ms; the sink, the connection and the trace exporter

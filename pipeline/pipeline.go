@@ -342,6 +342,12 @@ func (p *Pipeline) Ready() telemetry.Readiness {
 	return r
 }
 
+// Heartbeat returns when the runner's fetch loop last showed that it is
+// alive (runner.Status.Heartbeat): the current time while it waits
+// deliberately, an older time when a fetch hangs. The CLI pings systemd's
+// watchdog only while it is fresh. Zero before Run.
+func (p *Pipeline) Heartbeat() time.Time { return p.runner.Status().Heartbeat }
+
 // stopSink stops the sink within budget and restores the connection's error
 // handler.
 func (p *Pipeline) stopSink(ctx context.Context, budget time.Duration) {

@@ -38,12 +38,19 @@ func (c *circuit) notify() {
 // when the runner is stopping.
 func (r *Runner) waitCircuit(ctx context.Context, log *slog.Logger) (probe, ok bool) {
 	c := &r.st.circuit
+	marked := false
 	for {
 		c.mu.Lock()
 		open, probing, failures, changed := c.open, c.probing, c.failures, c.changed
 		c.mu.Unlock()
 		if !open {
 			return false, true
+		}
+		if !marked {
+			// Paused for a broken destination: a deliberate wait, bounded
+			// by the back-off and the probe's timeout (Status.Heartbeat).
+			defer r.waiting()()
+			marked = true
 		}
 		if probing {
 			select {

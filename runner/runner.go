@@ -228,6 +228,13 @@ type Status struct {
 	Draining bool
 	// InFlight is the number of batches between fetch and final decision.
 	InFlight int
+	// Heartbeat is when the fetch loop last showed that it is alive: it went
+	// round, or a fetch returned. While the loop waits deliberately (every
+	// in-flight slot holds a batch being written, the destination circuit is
+	// open, a failed fetch's back-off) it is the current time. A Heartbeat
+	// that falls behind means the loop is stuck (a fetch that does not
+	// return); systemd's watchdog uses it. Zero before Run.
+	Heartbeat time.Time
 }
 
 // state is the mutable part of a running Runner.
@@ -235,6 +242,8 @@ type state struct {
 	mu            sync.Mutex
 	bound         bool
 	fetchFailures int
+	loopBeat      time.Time // see Status.Heartbeat
+	loopWaiting   bool      // the fetch loop waits deliberately
 	sinkUnhealthy bool
 	draining      bool
 	inFlight      map[uint64]time.Time // batch start times, for the stuck gauge
@@ -262,6 +271,10 @@ func (r *Runner) Status() Status {
 		SinkUnhealthy: r.st.sinkUnhealthy,
 		Draining:      r.st.draining,
 		InFlight:      len(r.st.inFlight),
+		Heartbeat:     r.st.loopBeat,
+	}
+	if r.st.loopWaiting {
+		s.Heartbeat = r.now()
 	}
 	r.st.circuit.mu.Lock()
 	s.CircuitOpen = r.st.circuit.open
@@ -553,11 +566,8 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 	}
 	retryWait := 100 * time.Millisecond
 	for {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		case <-r.st.stop:
+		r.beat()
+		if !r.acquire(ctx, slots) {
 			return
 		}
 		m.CurrentBatchesInFlight.Set(float64(len(slots)))
@@ -567,6 +577,7 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 			return
 		}
 		msgs, err := r.fetch(ctx)
+		r.beat()
 		if ctx.Err() != nil || r.stopping() {
 			// Shutdown: what the fetch returned is never processed and
 			// never ACKed; NAK it without delay so another process (or the
@@ -589,7 +600,10 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 			n := r.st.fetchFailures
 			r.st.mu.Unlock()
 			log.Warn("fetch failed", "attempt", n, "delay_ms", retryWait.Milliseconds(), "error", err.Error())
-			if !sleep(ctx, r.st.stop, retryWait) {
+			waited := r.waiting()
+			ok := sleep(ctx, r.st.stop, retryWait)
+			waited()
+			if !ok {
 				return
 			}
 			retryWait = min(2*retryWait, 5*time.Second)
@@ -608,6 +622,50 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 			defer release()
 			r.process(hard, msgs, probe)
 		})
+	}
+}
+
+// acquire takes a free in-flight slot; false means the loop must end.
+func (r *Runner) acquire(ctx context.Context, slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+	}
+	// Every slot holds a batch: the loop waits for a write to finish, which
+	// is not a stall of the loop itself. (A write that hangs shows in
+	// oldest_in_flight_batch_seconds; the sinks bound their writes.)
+	defer r.waiting()()
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-r.st.stop:
+		return false
+	}
+}
+
+// beat records that the fetch loop is alive now (Status.Heartbeat).
+func (r *Runner) beat() {
+	now := r.now()
+	r.st.mu.Lock()
+	r.st.loopBeat = now
+	r.st.mu.Unlock()
+}
+
+// waiting marks the start of a deliberate wait of the fetch loop; the
+// function it returns marks its end, which is also a beat.
+func (r *Runner) waiting() (done func()) {
+	r.st.mu.Lock()
+	r.st.loopWaiting = true
+	r.st.mu.Unlock()
+	return func() {
+		now := r.now()
+		r.st.mu.Lock()
+		r.st.loopWaiting = false
+		r.st.loopBeat = now
+		r.st.mu.Unlock()
 	}
 }
 

@@ -39,7 +39,7 @@ func publicPackages(t *testing.T) []string {
 		}
 		rel = filepath.ToSlash(rel)
 		if rel == "internal" || strings.HasPrefix(rel, "internal/") || strings.Contains(rel, "/internal/") ||
-			strings.HasPrefix(rel, "cmd/") || rel == "e2e" || strings.HasSuffix(rel, "test") && rel != "sink/sinktest" {
+			strings.HasPrefix(rel, "cmd/") || rel == "e2e" || rel == "deploy" || strings.HasSuffix(rel, "test") && rel != "sink/sinktest" {
 			continue
 		}
 		pkgs = append(pkgs, rel)
