@@ -530,6 +530,19 @@ func CheckBatchSize(info *jetstream.ConsumerInfo, batchSize int) error {
 	return &ConfigError{"delivery.batch_size", fmt.Sprintf("exceeds the consumer's max_batch %d", info.Config.MaxRequestBatch)}
 }
 
+// CheckMaxBatchBytes checks delivery.max_batch_bytes against the server's
+// max_payload (from INFO, nats.Conn.MaxPayload): a fetch must be able to
+// hold at least one message of the largest size the server accepts.
+func CheckMaxBatchBytes(maxPayload int64, maxBatchBytes int) error {
+	if maxBatchBytes <= 0 {
+		maxBatchBytes = DefaultMaxBatchBytes
+	}
+	if maxPayload <= int64(maxBatchBytes) {
+		return nil
+	}
+	return &ConfigError{"delivery.max_batch_bytes", fmt.Sprintf("must be at least the server's max_payload %d", maxPayload)}
+}
+
 // CheckDLQ checks that a JetStream stream captures the DLQ subject (runtime
 // §2 step 7) and returns its name. No such stream is a *ConfigError; any
 // other error (for example the lookup is not permitted) is returned as is,

@@ -70,6 +70,7 @@ const (
 	DefaultMaxInFlight     = 1
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultPublishTimeout  = 5 * time.Second
+	DefaultMaxBatchBytes   = 16 << 20
 )
 
 // ErrFailFast is matched (errors.Is) by the error Run returns when
@@ -116,6 +117,12 @@ type Runner struct {
 	BatchSize int
 	// BatchTimeout is the fetch expiry; 0 means 1 s.
 	BatchTimeout time.Duration
+	// MaxBatchBytes bounds the bytes one fetch may return (JetStream pull
+	// max_bytes), so that a batch of large messages never exceeds what the
+	// server lets a client have pending, nor the process's memory; 0 means
+	// 16 MiB. A fetch the limit cuts short is an ordinary, smaller batch.
+	// It must be at least the server's max_payload (CheckMaxBatchBytes).
+	MaxBatchBytes int
 	// MaxInFlight is the number of batches processed concurrently; 0 means 1.
 	MaxInFlight int
 	// Retry holds max_retries and the NAK back-off settings.
@@ -284,6 +291,24 @@ func (r *Runner) batchTimeout() time.Duration {
 	}
 	return r.BatchTimeout
 }
+
+// fetchBytes is the max_bytes of every pull request: MaxBatchBytes plus
+// room for one message's subject and reply subject, which the server
+// counts too. Without that room a message of exactly max_payload bytes
+// would never fit a limit of max_payload, and the consumer would stall on
+// it with every fetch coming back empty.
+func (r *Runner) fetchBytes() int {
+	b := r.MaxBatchBytes
+	if b <= 0 {
+		b = DefaultMaxBatchBytes
+	}
+	return b + fetchBytesMargin
+}
+
+// fetchBytesMargin bounds a delivered message's subject plus its reply
+// subject: subjects fit the server's 4 KiB control line, an ack reply
+// subject is the stream and consumer names plus a few numbers.
+const fetchBytesMargin = 8 << 10
 
 func (r *Runner) maxInFlight() int {
 	if r.MaxInFlight <= 0 {
@@ -611,43 +636,85 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 	}
 }
 
-// fetch returns the next batch: a no-wait probe returns what is pending at
-// once; only when nothing is, a lingering fetch waits up to BatchTimeout.
-// Without the probe nats.go would hold every partial batch until expiry.
+// probeWait is the expiry of the first request of a fetch cycle, the probe
+// for what is pending already.
+const probeWait = 5 * time.Millisecond
+
+// fetch returns the next batch: a short probe returns what is pending
+// (within probeWait); only when nothing is, a lingering fetch waits up to
+// BatchTimeout. Without the probe nats.go would hold every partial batch
+// until expiry. Both requests carry the byte limit, and both end early
+// when the batch is full by count or by bytes.
+//
+// The probe is not a no-wait request (FetchNoWait): nats.go's FetchNoWait
+// takes no byte limit, and an unbounded request for 100 messages of 1 MB
+// gets the connection dropped as a slow consumer. A partial batch costs
+// probeWait more than a no-wait request would; a probe that expires before
+// the server delivered what is pending returns fewer messages (or none),
+// and the rest come with the next request.
+//
+// Both requests end at the server's expiry (FetchMaxWait), never at a
+// client-side deadline: nats.go's FetchContext stops listening 10 % (at
+// most 1 s) after the expiry it asks the server for, and messages the
+// server delivers after that (a loaded machine, a batch of large messages)
+// reach no subscriber and sit unacknowledged until AckWait. When ctx ends
+// or the runner stops, fetch returns at once with what has arrived, as a
+// cancelled FetchContext would: shutdown does not wait for the request's
+// expiry, and what the server delivers to it afterwards waits for AckWait
+// (the connection drain that follows shutdown ends the request).
 func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	start := time.Now()
 	defer func() { r.metrics().NATSFetchSeconds.Observe(time.Since(start).Seconds()) }()
-	n := r.batchSize()
-	b, err := r.Consumer.FetchNoWait(n)
+	n, maxBytes := r.batchSize(), jetstream.FetchMaxBytes(r.fetchBytes())
+	b, err := r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(min(probeWait, r.batchTimeout())))
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := drainBatch(b)
-	if len(msgs) > 0 || err != nil || ctx.Err() != nil {
+	msgs, err := r.collect(ctx, b)
+	if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
 		return msgs, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, r.batchTimeout())
-	defer cancel()
-	b, err = r.Consumer.Fetch(n, jetstream.FetchContext(fctx))
+	b, err = r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
 	if err != nil {
-		if ctx.Err() == nil && fctx.Err() != nil {
-			return nil, nil // expired before the request went out: empty
-		}
 		return nil, err
 	}
-	msgs, err = drainBatch(b)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = nil // our own expiry: a partial or empty batch, not a failure
-	}
-	return msgs, err
+	return r.collect(ctx, b)
 }
 
-func drainBatch(b jetstream.MessageBatch) ([]jetstream.Msg, error) {
+// collect reads b until the request ends. If ctx ends or the runner stops
+// first, it returns what has arrived, including what nats.go buffered but
+// was not read yet, so that the caller NAKs it.
+func (r *Runner) collect(ctx context.Context, b jetstream.MessageBatch) ([]jetstream.Msg, error) {
 	var msgs []jetstream.Msg
-	for msg := range b.Messages() {
-		msgs = append(msgs, msg)
+	ch := b.Messages()
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return msgs, b.Error()
+			}
+			msgs = append(msgs, msg)
+		case <-ctx.Done():
+			return buffered(msgs, ch), nil
+		case <-r.st.stop:
+			return buffered(msgs, ch), nil
+		}
 	}
-	return msgs, b.Error()
+}
+
+// buffered appends to msgs what ch holds now, without waiting.
+func buffered(msgs []jetstream.Msg, ch <-chan jetstream.Msg) []jetstream.Msg {
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return msgs
+			}
+			msgs = append(msgs, msg)
+		default:
+			return msgs
+		}
+	}
 }
 
 // consumerGone reports whether a fetch error means the consumer no longer
