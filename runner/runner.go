@@ -38,6 +38,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -179,6 +180,11 @@ type Runner struct {
 	Now func() time.Time
 	// Rand draws the jitter u in [0, 1); nil means JitterDraw (crypto/rand).
 	Rand func() float64
+
+	// refreshEvery and oldestEvery are how often consumer info and the
+	// oldest in-flight batch are read; 0 means 10 s and 1 s. Tests shorten
+	// them.
+	refreshEvery, oldestEvery time.Duration
 
 	started atomic.Bool
 	st      state
@@ -570,12 +576,8 @@ func (e *FailFastError) Unwrap() []error { return []error{ErrFailFast, e.Err} }
 // fetchLoop issues fetches into free in-flight slots (runtime §3.1, §9)
 // until ctx ends or the runner stops.
 func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, log *slog.Logger) {
-	m := r.metrics()
 	slots := make(chan struct{}, r.maxInFlight())
-	release := func() {
-		<-slots
-		m.CurrentBatchesInFlight.Set(float64(len(slots)))
-	}
+	release := func() { <-slots }
 	retryWait := 100 * time.Millisecond
 	for {
 		select {
@@ -585,7 +587,6 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 		case <-r.st.stop:
 			return
 		}
-		m.CurrentBatchesInFlight.Set(float64(len(slots)))
 		probe, ok := r.waitCircuit(ctx, log)
 		if !ok {
 			release()
@@ -782,7 +783,7 @@ func maxAckPendingWarning(info *jetstream.ConsumerInfo, need int) string {
 const consumerRefresh = 10 * time.Second
 
 func (r *Runner) refreshConsumer(ctx context.Context, log *slog.Logger) {
-	t := time.NewTicker(consumerRefresh)
+	t := time.NewTicker(cmp.Or(r.refreshEvery, consumerRefresh))
 	defer t.Stop()
 	for {
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -809,7 +810,7 @@ func (r *Runner) refreshConsumer(ctx context.Context, log *slog.Logger) {
 // reportOldest keeps oldest_in_flight_batch_seconds current for stuck-write
 // alerts.
 func (r *Runner) reportOldest(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(cmp.Or(r.oldestEvery, time.Second))
 	defer t.Stop()
 	for {
 		select {
