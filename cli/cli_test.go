@@ -41,7 +41,8 @@ func TestScripts(t *testing.T) {
 }
 
 // natsserver [-max_payload N] starts an embedded JetStream server for the
-// script, sets $NATS_URL and stops the server when the script ends.
+// script, sets $NATS_URL (and $NATS_ADDR, its host:port) and stops the
+// server when the script ends.
 func cmdNATSServer(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 && (len(args) != 2 || args[0] != "-max_payload") {
 		ts.Fatalf("usage: natsserver [-max_payload N]")
@@ -59,6 +60,7 @@ func cmdNATSServer(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Defer(s.Shutdown)
 	ts.Setenv("NATS_URL", s.ClientURL())
+	ts.Setenv("NATS_ADDR", s.Addr().String()) // an address in use
 }
 
 // exits CODE PROG [ARGS...] runs PROG like exec and asserts its exit code
