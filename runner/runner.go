@@ -579,6 +579,7 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 	slots := make(chan struct{}, r.maxInFlight())
 	release := func() { <-slots }
 	retryWait := 100 * time.Millisecond
+	backlog := false // the last batch said a full batch more is pending
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -592,7 +593,8 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 			release()
 			return
 		}
-		msgs, err := r.fetch(ctx)
+		msgs, err := r.fetch(ctx, backlog)
+		backlog = pendingAfter(msgs) >= uint64(r.batchSize())
 		if ctx.Err() != nil || r.stopping() {
 			// Shutdown: what the fetch returned is never processed and
 			// never ACKed; NAK it without delay so another process (or the
@@ -645,7 +647,10 @@ const probeWait = 5 * time.Millisecond
 // (within probeWait); only when nothing is, a lingering fetch waits up to
 // BatchTimeout. Without the probe nats.go would hold every partial batch
 // until expiry. Both requests carry the byte limit, and both end early
-// when the batch is full by count or by bytes.
+// when the batch is full by count or by bytes. With backlog (the previous
+// batch's last message said at least a full batch was still pending) the
+// lingering fetch comes first: it ends as soon as the batch is full, and
+// unlike the probe a loaded server cannot cut it short.
 //
 // The probe is not a no-wait request (FetchNoWait): nats.go's FetchNoWait
 // takes no byte limit, and an unbounded request for 100 messages of 1 MB
@@ -663,19 +668,21 @@ const probeWait = 5 * time.Millisecond
 // cancelled FetchContext would: shutdown does not wait for the request's
 // expiry, and what the server delivers to it afterwards waits for AckWait
 // (the connection drain that follows shutdown ends the request).
-func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
+func (r *Runner) fetch(ctx context.Context, backlog bool) ([]jetstream.Msg, error) {
 	start := time.Now()
 	defer func() { r.metrics().NATSFetchSeconds.Observe(time.Since(start).Seconds()) }()
 	n, maxBytes := r.batchSize(), jetstream.FetchMaxBytes(r.fetchBytes())
-	b, err := r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(min(probeWait, r.batchTimeout())))
-	if err != nil {
-		return nil, err
+	if !backlog {
+		b, err := r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(min(probeWait, r.batchTimeout())))
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := r.collect(ctx, b)
+		if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
+			return msgs, err
+		}
 	}
-	msgs, err := r.collect(ctx, b)
-	if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
-		return msgs, err
-	}
-	b, err = r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
+	b, err := r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
 	if err != nil {
 		return nil, err
 	}
@@ -701,6 +708,19 @@ func (r *Runner) collect(ctx context.Context, b jetstream.MessageBatch) ([]jetst
 			return buffered(msgs, ch), nil
 		}
 	}
+}
+
+// pendingAfter returns how many messages the server had not yet delivered
+// to the consumer when it delivered the last of msgs (0 when unknown).
+func pendingAfter(msgs []jetstream.Msg) uint64 {
+	if len(msgs) == 0 {
+		return 0
+	}
+	md, err := msgs[len(msgs)-1].Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.NumPending
 }
 
 // buffered appends to msgs what ch holds now, without waiting.
