@@ -26,7 +26,7 @@ import (
 // stays up, every message is written once, and the process's peak RSS
 // stays far below what a 100 MB batch would need.
 func TestLargeMessages(t *testing.T) {
-	const n, size = 300, 1_000_000
+	const n, size = 200, 1_000_000
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "BIG", Subjects: []string{"big.>"}})

@@ -147,3 +147,26 @@ func TestCheckMaxBatchBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialBatchAtOnce: fewer messages than the batch size are processed
+// at once, not after the lingering fetch's expiry (a minute here), with the
+// no-wait probe and with the timed probe the runner falls back to.
+func TestPartialBatchAtOnce(t *testing.T) {
+	for _, timed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("timed probe=%v", timed), func(t *testing.T) {
+			e := newEnv(t, false)
+			c := e.consumer(ConsumerSpec{})
+			e.publish(30)
+			var log committedLog
+			fs := &funcSink{write: func(_ context.Context, b []*sink.Envelope) []sink.Result {
+				log.add(b)
+				return results(len(b), sink.Ok)
+			}}
+			start(t, &Runner{Consumer: c, Conn: e.nc, Sink: fs, BatchTimeout: time.Minute, timedProbe: timed})
+			e.waitAcked(c, 30) // waitLong < BatchTimeout
+			if got := len(log.get()); got != 30 {
+				t.Errorf("committed %d messages, want 30", got)
+			}
+		})
+	}
+}

@@ -185,6 +185,8 @@ type Runner struct {
 	// oldest in-flight batch are read; 0 means 10 s and 1 s. Tests shorten
 	// them.
 	refreshEvery, oldestEvery time.Duration
+	// timedProbe makes tests use the fallback probe (see noWaitOpt).
+	timedProbe bool
 
 	started atomic.Bool
 	st      state
@@ -260,6 +262,7 @@ type state struct {
 	stop          chan struct{}
 	stopOnce      sync.Once
 
+	noWait  jetstream.FetchOpt // noWaitOpt(); nil if nats.go has changed
 	circuit circuit
 	metrics *telemetry.Metrics // never nil while running
 	lanes   *laneTable         // nil without PriorityLanes
@@ -420,6 +423,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.st.metrics = &telemetry.Metrics{}
 	}
 	r.st.stop = make(chan struct{})
+	if !r.timedProbe {
+		r.st.noWait = noWaitOpt()
+	}
 	r.st.mu.Lock() // Status may already be polling
 	r.st.inFlight = map[uint64]time.Time{}
 	r.st.maxDeliver = r.MaxDeliver
@@ -438,6 +444,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	if r.PriorityLanes != nil {
 		r.st.lanes, _ = r.PriorityLanes.compile() // validated above
+	}
+	if r.st.noWait == nil {
+		log.Warn("this nats.go has no no-wait pull request with a byte limit; probing with a 5 ms expiry instead")
 	}
 	if info != nil {
 		r.applyInfo(info)
@@ -579,7 +588,6 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 	slots := make(chan struct{}, r.maxInFlight())
 	release := func() { <-slots }
 	retryWait := 100 * time.Millisecond
-	backlog := false // the last batch said a full batch more is pending
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -593,8 +601,7 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 			release()
 			return
 		}
-		msgs, err := r.fetch(ctx, backlog)
-		backlog = pendingAfter(msgs) >= uint64(r.batchSize())
+		msgs, err := r.fetch(ctx)
 		if ctx.Err() != nil || r.stopping() {
 			// Shutdown: what the fetch returned is never processed and
 			// never ACKed; NAK it without delay so another process (or the
@@ -639,50 +646,47 @@ func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, l
 	}
 }
 
-// probeWait is the expiry of the first request of a fetch cycle, the probe
-// for what is pending already.
+// probeWait is the expiry of the probe when no no-wait option could be
+// built (noWaitOpt returned nil).
 const probeWait = 5 * time.Millisecond
 
-// fetch returns the next batch: a short probe returns what is pending
-// (within probeWait); only when nothing is, a lingering fetch waits up to
-// BatchTimeout. Without the probe nats.go would hold every partial batch
-// until expiry. Both requests carry the byte limit, and both end early
-// when the batch is full by count or by bytes. With backlog (the previous
-// batch's last message said at least a full batch was still pending) the
-// lingering fetch comes first: it ends as soon as the batch is full, and
-// unlike the probe a loaded server cannot cut it short.
+// fetch returns the next batch: a no-wait probe returns what is pending at
+// once; only when nothing is, a lingering fetch waits up to BatchTimeout.
+// Without the probe nats.go would hold every partial batch until expiry.
+// Both requests carry the byte limit (so the probe is Fetch with noWaitOpt,
+// not FetchNoWait), and both end early when the batch is full by count or
+// by bytes.
 //
-// The probe is not a no-wait request (FetchNoWait): nats.go's FetchNoWait
-// takes no byte limit, and an unbounded request for 100 messages of 1 MB
-// gets the connection dropped as a slow consumer. A partial batch costs
-// probeWait more than a no-wait request would; a probe that expires before
-// the server delivered what is pending returns fewer messages (or none),
-// and the rest come with the next request.
-//
-// Both requests end at the server's expiry (FetchMaxWait), never at a
-// client-side deadline: nats.go's FetchContext stops listening 10 % (at
-// most 1 s) after the expiry it asks the server for, and messages the
-// server delivers after that (a loaded machine, a batch of large messages)
-// reach no subscriber and sit unacknowledged until AckWait. When ctx ends
-// or the runner stops, fetch returns at once with what has arrived, as a
-// cancelled FetchContext would: shutdown does not wait for the request's
-// expiry, and what the server delivers to it afterwards waits for AckWait
-// (the connection drain that follows shutdown ends the request).
-func (r *Runner) fetch(ctx context.Context, backlog bool) ([]jetstream.Msg, error) {
+// Both requests end at the server's expiry or its "no messages" answer,
+// never at a client-side deadline: nats.go's FetchContext stops listening
+// 10 % (at most 1 s) after the expiry it asks the server for, and messages
+// the server delivers after that (a loaded machine, a batch of large
+// messages) reach no subscriber and sit unacknowledged until AckWait. When
+// ctx ends or the runner stops, fetch returns at once with what has
+// arrived, as a cancelled FetchContext would: shutdown does not wait for
+// the request's expiry, and what the server delivers to it afterwards waits
+// for AckWait (the connection drain that follows shutdown ends the
+// request).
+func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	start := time.Now()
 	defer func() { r.metrics().NATSFetchSeconds.Observe(time.Since(start).Seconds()) }()
 	n, maxBytes := r.batchSize(), jetstream.FetchMaxBytes(r.fetchBytes())
-	if !backlog {
-		b, err := r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(min(probeWait, r.batchTimeout())))
-		if err != nil {
-			return nil, err
-		}
-		msgs, err := r.collect(ctx, b)
-		if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
-			return msgs, err
-		}
+	// Without the no-wait option, a probe with a short expiry: a partial
+	// batch then costs probeWait, and a loaded server may end the probe
+	// before it delivered all that is pending (a smaller batch).
+	probe := r.st.noWait
+	if probe == nil {
+		probe = jetstream.FetchMaxWait(min(probeWait, r.batchTimeout()))
 	}
-	b, err := r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
+	b, err := r.Consumer.Fetch(n, maxBytes, probe)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := r.collect(ctx, b)
+	if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
+		return msgs, err
+	}
+	b, err = r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
 	if err != nil {
 		return nil, err
 	}
@@ -708,19 +712,6 @@ func (r *Runner) collect(ctx context.Context, b jetstream.MessageBatch) ([]jetst
 			return buffered(msgs, ch), nil
 		}
 	}
-}
-
-// pendingAfter returns how many messages the server had not yet delivered
-// to the consumer when it delivered the last of msgs (0 when unknown).
-func pendingAfter(msgs []jetstream.Msg) uint64 {
-	if len(msgs) == 0 {
-		return 0
-	}
-	md, err := msgs[len(msgs)-1].Metadata()
-	if err != nil {
-		return 0
-	}
-	return md.NumPending
 }
 
 // buffered appends to msgs what ch holds now, without waiting.
