@@ -2,12 +2,15 @@ package cli_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -32,22 +35,55 @@ func TestScripts(t *testing.T) {
 			"publish":    cmdPublish,
 			"stream":     cmdStream,
 			"consumer":   cmdConsumer,
+			"exits":      cmdExits,
 		},
 	})
 }
 
-// natsserver starts an embedded JetStream server for the script, sets
-// $NATS_URL and stops the server when the script ends.
+// natsserver [-max_payload N] starts an embedded JetStream server for the
+// script, sets $NATS_URL (and $NATS_ADDR, its host:port) and stops the
+// server when the script ends.
 func cmdNATSServer(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 0 {
-		ts.Fatalf("usage: natsserver")
+	if neg || len(args) != 0 && (len(args) != 2 || args[0] != "-max_payload") {
+		ts.Fatalf("usage: natsserver [-max_payload N]")
 	}
 	dir, err := os.MkdirTemp(ts.Getenv("WORK"), "nats-store-")
 	ts.Check(err)
-	s, err := natstest.Start(dir)
+	var s *server.Server
+	if len(args) == 0 {
+		s, err = natstest.Start(dir)
+	} else {
+		mp, perr := strconv.Atoi(args[1])
+		ts.Check(perr)
+		s, err = natstest.StartConf(fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream { store_dir: %q }\nmax_payload: %d\n", dir, mp))
+	}
 	ts.Check(err)
 	ts.Defer(s.Shutdown)
 	ts.Setenv("NATS_URL", s.ClientURL())
+	ts.Setenv("NATS_ADDR", s.Addr().String()) // an address in use
+}
+
+// exits CODE PROG [ARGS...] runs PROG like exec and asserts its exit code
+// exactly. `! exec` only says "not 0", and a configuration error (2) must
+// not pass for a runtime error (1) or the other way round.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	var ee *exec.ExitError
+	switch err := ts.Exec(args[1], args[2:]...); {
+	case err == nil:
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	default:
+		ts.Fatalf("exits: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+	}
 }
 
 func jetStream(ts *testscript.TestScript) (*nats.Conn, jetstream.JetStream) {
@@ -94,22 +130,32 @@ func cmdPublish(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// consumer STREAM NAME ACKFLOOR PENDING asserts the consumer's ack floor
-// (stream sequence) and its number of ack-pending messages.
+// consumer STREAM NAME ACKFLOOR PENDING waits up to 10 s for the consumer's
+// ack floor (stream sequence) and number of ack-pending messages to be
+// these. Plain ACKs are fire-and-forget: a file on disk says the write
+// committed, not that the server has applied the ACK yet.
 func cmdConsumer(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 4 {
 		ts.Fatalf("usage: consumer STREAM NAME ACKFLOOR ACKPENDING")
 	}
 	nc, js := jetStream(ts)
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, args[0], args[1])
-	ts.Check(err)
-	info, err := c.Info(ctx)
-	ts.Check(err)
-	got := fmt.Sprintf("%d %d", info.AckFloor.Stream, info.NumAckPending)
-	if want := args[2] + " " + args[3]; got != want {
-		ts.Fatalf("consumer %s/%s ack floor and ack pending = %s, want %s", args[0], args[1], got, want)
+	want := args[2] + " " + args[3]
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := js.Consumer(ctx, args[0], args[1])
+		var info *jetstream.ConsumerInfo
+		if err == nil {
+			info, err = c.Info(ctx)
+		}
+		cancel()
+		ts.Check(err)
+		if got = fmt.Sprintf("%d %d", info.AckFloor.Stream, info.NumAckPending); got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("consumer %s/%s ack floor and ack pending = %s after 10s, want %s", args[0], args[1], got, want)
+		}
 	}
 }

@@ -214,8 +214,9 @@ func TestProblems(t *testing.T) {
 			{Path: "delivery.ack_policy", Message: `must be one of after_sink_commit (got "before_commit")`}}},
 		{"backoff max below min", doc("", `"delivery": {"retry_backoff_ms": 5000, "retry_backoff_max_ms": 1000}`), []Problem{
 			{Path: "delivery.retry_backoff_max_ms", Message: "must be at least delivery.retry_backoff_ms (5000) (got 1000)"}}},
-		{"delivery ranges", doc("", `"delivery": {"batch_timeout_ms": 0, "max_in_flight_batches": 65, "retry_backoff_multiplier": 0.5}`), []Problem{
+		{"delivery ranges", doc("", `"delivery": {"batch_timeout_ms": 0, "max_batch_bytes": 1048575, "max_in_flight_batches": 65, "retry_backoff_multiplier": 0.5}`), []Problem{
 			{Path: "delivery.batch_timeout_ms", Message: "must be at least 1 (got 0)"},
+			{Path: "delivery.max_batch_bytes", Message: "must be between 1048576 and 60000000 (got 1048575)"},
 			{Path: "delivery.max_in_flight_batches", Message: "must be between 1 and 64 (got 65)"},
 			{Path: "delivery.retry_backoff_multiplier", Message: "must be between 1.0 and 10.0 (got 0.5)"},
 		}},

@@ -74,6 +74,7 @@ type ConsumerManagement struct {
 type Delivery struct {
 	BatchSize                 int             `json:"batch_size" min:"1" max:"10000" doc:"Upper bound of one fetch."`
 	BatchTimeoutMS            int             `json:"batch_timeout_ms" min:"1" doc:"Fetch expiry."`
+	MaxBatchBytes             int             `json:"max_batch_bytes" min:"1048576" max:"60000000" doc:"Bytes one fetch may return (JetStream pull max_bytes); at start it must be at least the server's max_payload."`
 	MaxInFlightBatches        int             `json:"max_in_flight_batches" min:"1" max:"64" doc:"Concurrent batches (runtime.md §9)."`
 	AckPolicy                 string          `json:"ack_policy" enum:"after_sink_commit"`
 	MaxRetries                int             `json:"max_retries" min:"0" max:"1000000" doc:"Active NAK budget (runtime.md §5)."`
@@ -257,6 +258,7 @@ func Default() Config {
 		Delivery: Delivery{
 			BatchSize:              100,
 			BatchTimeoutMS:         1000,
+			MaxBatchBytes:          16777216,
 			MaxInFlightBatches:     1,
 			AckPolicy:              "after_sink_commit",
 			MaxRetries:             5,

@@ -682,8 +682,44 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 			return nil
 		})
 		p.stop(t)
-		if floor, _, err := ackState(context.Background(), js, "ORDERS", "orders-sink"); err != nil || floor != 2 {
-			t.Errorf("ack floor %d (%v), want 2: the poison message (seq 3) must not be acknowledged", floor, err)
+		// 1, 2, 4 and 5 acknowledged (the last ACKs may still be on their
+		// way), the poison message (seq 3) never: ack floor 2 with exactly
+		// that one pending, a state an ACK of seq 3 would skip.
+		natstest.WaitAckState(t, js, "ORDERS", "orders-sink", 2, 1, 30*time.Second)
+	})
+
+	// delivery.fail_fast turns the same refusals into a stop with exit 1,
+	// after the batch in flight settled.
+	failFast := func(t *testing.T, cfg, extra, reason string) *process {
+		t.Helper()
+		replaceInFile(t, cfg, `"shutdown_timeout_ms": 5000}`, `"shutdown_timeout_ms": 5000, "fail_fast": true`+extra+`}`)
+		p := start(t, cfg)
+		if code := p.wait(t, 30*time.Second); code != 1 {
+			t.Errorf("exit code = %d, want 1\nstderr:\n%s", code, p.stderr.String())
+		}
+		if want := "Runtime error: delivery.fail_fast: stopping after " + reason + " failure"; !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, p.stderr.String())
+		}
+		return p
+	}
+	t.Run("fail_fast: refused DLQ publish exits 1", func(t *testing.T) {
+		s := permissionServer(t, without(t, permissionBlock(t, "create-dlq"), "dlq.orders"))
+		js := admin(t, s)
+		publish(t, js, 5, map[int]bool{3: true})
+		endpoint := newRecordingEndpoint(t)
+		failFast(t, leastPrivilegeConfig(t, s.ClientURL(), "create_if_missing", true, fmt.Sprintf(
+			`{"type": "http", "url": %q, "allow_http_for_local_testing": true}`, endpoint.srv.URL)), "", "dlq publish")
+		natstest.WaitAckState(t, js, "ORDERS", "orders-sink", 2, 1, 30*time.Second)
+	})
+	t.Run("fail_fast: unconfirmed ACK exits 1", func(t *testing.T) {
+		s := permissionServer(t, without(t, permissionBlock(t, "bind-only"), "$JS.ACK.ORDERS.orders-sink.>"))
+		js := admin(t, s)
+		bindConsumer(t, js)
+		publish(t, js, 5, nil)
+		failFast(t, leastPrivilegeConfig(t, s.ClientURL(), "bind_only", false, fmt.Sprintf(`{"type": "file", "directory": %q}`, t.TempDir())),
+			`, "ack_confirmation": {"enabled": true, "timeout_ms": 500}`, "ack")
+		if floor, _, err := ackState(context.Background(), js, "ORDERS", "orders-sink"); err != nil || floor != 0 {
+			t.Errorf("ack floor %d (%v), want 0: every ACK was refused", floor, err)
 		}
 	})
 }

@@ -44,9 +44,20 @@ func NATSOptions(c *config.NATS, env config.Env, log *slog.Logger, m *telemetry.
 	// the subject), never a credential.
 	log = log.With("component", "connector")
 	opts = append(opts,
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			m.NATSDisconnected.Inc()
 			m.NATSConnected.Set(0)
+			if err == nil {
+				// nats.go passes no error when the connection closes for
+				// good; its last error says why, and there is none when
+				// the program closed or drained it (every graceful
+				// shutdown), which is no warning.
+				err = nc.LastError()
+			}
+			if err == nil && (nc.IsClosed() || nc.IsDraining()) {
+				log.Debug("nats disconnected")
+				return
+			}
 			log.Warn("nats disconnected", "error", errString(err))
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {

@@ -120,15 +120,16 @@ func consumerSpec(cfg *config.Config) runner.ConsumerSpec {
 func newRunner(cfg *config.Config, p *Pipeline, consumer jetstream.Consumer, policy *seal.Policy) *runner.Runner {
 	d := &cfg.Delivery
 	r := &runner.Runner{
-		Consumer:     consumer,
-		JetStream:    p.js,
-		Conn:         p.nc,
-		Sink:         p.sink,
-		Metadata:     metadataResolver(&cfg.MessageMetadata),
-		ConsumerName: cfg.NATS.Consumer,
-		BatchSize:    d.BatchSize,
-		BatchTimeout: ms(d.BatchTimeoutMS),
-		MaxInFlight:  d.MaxInFlightBatches,
+		Consumer:      consumer,
+		JetStream:     p.js,
+		Conn:          p.nc,
+		Sink:          p.sink,
+		Metadata:      metadataResolver(&cfg.MessageMetadata),
+		ConsumerName:  cfg.NATS.Consumer,
+		BatchSize:     d.BatchSize,
+		BatchTimeout:  ms(d.BatchTimeoutMS),
+		MaxBatchBytes: d.MaxBatchBytes,
+		MaxInFlight:   d.MaxInFlightBatches,
 		Retry: runner.Retry{
 			MaxRetries: ptr(d.MaxRetries), Backoff: ptr(ms(d.RetryBackoffMS)), MaxBackoff: ptr(ms(d.RetryBackoffMaxMS)),
 			Mode: d.RetryBackoffMode, Multiplier: d.RetryBackoffMultiplier, Jitter: d.RetryJitter,

@@ -183,6 +183,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	if p.js, err = NewJetStream(p.nc, &cfg.NATS); err != nil {
 		return nil, err
 	}
+	// One message of the largest size the server accepts must fit a fetch.
+	if err := runner.CheckMaxBatchBytes(p.nc.MaxPayload(), cfg.Delivery.MaxBatchBytes); err != nil {
+		return nil, err
+	}
 
 	// Steps 7 and 8 wait for JetStream API replies; a request the user has
 	// no permission for ends its step at once, and a refused fetch later

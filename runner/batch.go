@@ -428,16 +428,21 @@ func (r *Runner) committed(log *slog.Logger) {
 	}
 }
 
-// track registers a batch as in flight until the returned func runs.
+// track registers a batch as in flight until the returned func runs, and
+// keeps current_batches_in_flight at the number of such batches: slots
+// holding messages, not a fetch waiting for some.
 func (r *Runner) track() func() {
+	m := r.metrics()
 	r.st.mu.Lock()
 	r.st.nextBatch++
 	key := r.st.nextBatch
 	r.st.inFlight[key] = time.Now()
+	m.CurrentBatchesInFlight.Set(float64(len(r.st.inFlight)))
 	r.st.mu.Unlock()
 	return func() {
 		r.st.mu.Lock()
 		delete(r.st.inFlight, key)
+		m.CurrentBatchesInFlight.Set(float64(len(r.st.inFlight)))
 		r.st.mu.Unlock()
 	}
 }

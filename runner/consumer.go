@@ -178,13 +178,24 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 	if err != nil {
 		return nil, "", err
 	}
+	// Before anything is created or updated: a server that does not know
+	// a configured field ignores it and creates something else.
+	if err := checkServer(ctx, js, spec); err != nil {
+		return nil, "", err
+	}
 	if spec.Ephemeral {
 		c, err := js.CreateConsumer(ctx, spec.Stream, desired)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, "", streamMissing(spec.Stream)
 		}
+		if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+			return nil, "", createdOtherwise(ctx, js, spec, []driftItem{{field: "filter_subjects", expected: fmtSet(spec.filters()), actual: "[]"}})
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("create ephemeral consumer on stream %q: %w", spec.Stream, err)
+		}
+		if items := drift(spec, c.CachedInfo().Config); len(items) > 0 {
+			return nil, "", createdOtherwise(ctx, js, spec, items)
 		}
 		return c, ActionEphemeral, nil
 	}
@@ -220,10 +231,53 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, "", streamMissing(spec.Stream)
 	}
+	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+		// nats.go saw that the server dropped the filters, after the
+		// server had created the consumer without them.
+		return nil, "", createdOtherwise(ctx, js, spec, []driftItem{{field: "filter_subjects", expected: fmtSet(spec.filters()), actual: "[]"}})
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("create consumer %q on stream %q: %w", spec.Name, spec.Stream, err)
 	}
+	if err := verifyCreated(ctx, js, spec, c); err != nil {
+		return nil, "", err
+	}
 	return c, ActionCreated, nil
+}
+
+// verifyCreated checks the configuration the server answered a create with
+// against spec. The version check in checkServer trusts the server the
+// client is connected to; behind a leaf node or a domain the consumer lives
+// on another server, which may be older and then silently drops fields it
+// does not know. A consumer that differs is deleted again (this start
+// created it, and the next start would only refuse it as drift) and the
+// difference is a *ConfigError.
+func verifyCreated(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, c jetstream.Consumer) error {
+	info := c.CachedInfo()
+	if info == nil {
+		return nil
+	}
+	if items := drift(spec, info.Config); len(items) > 0 {
+		return createdOtherwise(ctx, js, spec, items)
+	}
+	return nil
+}
+
+// createdOtherwise deletes the durable consumer the server created with
+// the differences items and returns the *ConfigError naming them.
+func createdOtherwise(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, items []driftItem) error {
+	parts := make([]string, len(items))
+	for i, d := range items {
+		parts[i] = fmt.Sprintf("%s expected=%s actual=%s", d.field, d.expected, d.actual)
+	}
+	what, fate := fmt.Sprintf("durable consumer %q", spec.Name), "it was deleted again"
+	if spec.Ephemeral {
+		what, fate = "an ephemeral consumer", "it expires on its own"
+	} else if err := js.DeleteConsumer(ctx, spec.Stream, spec.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		fate = fmt.Sprintf("deleting it failed (%v); delete it by hand", err)
+	}
+	return &ConfigError{"consumer_management", fmt.Sprintf("the server created %s on stream %q with settings other than configured (%s); %s",
+		what, spec.Stream, strings.Join(parts, "; "), fate)}
 }
 
 // present handles a consumer that exists: a drift check, and in reconcile
@@ -251,6 +305,18 @@ func present(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, c j
 		return nil, "", driftError(spec, immutable)
 	}
 	c, err := js.UpdateConsumer(ctx, spec.Stream, reconciled(spec, info.Config))
+	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+		// The server (older than the one the client is connected to, or
+		// checkServer would have refused) applied the update without the
+		// filters: put the previous configuration back.
+		msg := "restored its previous configuration"
+		if _, rerr := js.UpdateConsumer(ctx, spec.Stream, info.Config); rerr != nil {
+			msg = fmt.Sprintf("restoring its previous configuration failed (%v)", rerr)
+		}
+		return nil, "", &ConfigError{"consumer_management.filter_subjects", fmt.Sprintf(
+			"the server updated durable consumer %q on stream %q without the filter subjects (it does not support several); %s",
+			spec.Name, spec.Stream, msg)}
+	}
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) {
@@ -347,7 +413,7 @@ func drift(spec ConsumerSpec, got jetstream.ConsumerConfig) []driftItem {
 			out = append(out, driftItem{field, want, have, immutable})
 		}
 	}
-	if got.Name != spec.Name && got.Durable != spec.Name {
+	if !spec.Ephemeral && got.Name != spec.Name && got.Durable != spec.Name {
 		add("durable_name", spec.Name, cmpOr(got.Durable, got.Name), true)
 	}
 	add("deliver_subject", "", got.DeliverSubject, true)
@@ -462,6 +528,19 @@ func CheckBatchSize(info *jetstream.ConsumerInfo, batchSize int) error {
 		return nil
 	}
 	return &ConfigError{"delivery.batch_size", fmt.Sprintf("exceeds the consumer's max_batch %d", info.Config.MaxRequestBatch)}
+}
+
+// CheckMaxBatchBytes checks delivery.max_batch_bytes against the server's
+// max_payload (from INFO, nats.Conn.MaxPayload): a fetch must be able to
+// hold at least one message of the largest size the server accepts.
+func CheckMaxBatchBytes(maxPayload int64, maxBatchBytes int) error {
+	if maxBatchBytes <= 0 {
+		maxBatchBytes = DefaultMaxBatchBytes
+	}
+	if maxPayload <= int64(maxBatchBytes) {
+		return nil
+	}
+	return &ConfigError{"delivery.max_batch_bytes", fmt.Sprintf("must be at least the server's max_payload %d", maxPayload)}
 }
 
 // CheckDLQ checks that a JetStream stream captures the DLQ subject (runtime

@@ -38,6 +38,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -70,6 +71,7 @@ const (
 	DefaultMaxInFlight     = 1
 	DefaultShutdownTimeout = 20 * time.Second
 	DefaultPublishTimeout  = 5 * time.Second
+	DefaultMaxBatchBytes   = 16 << 20
 )
 
 // ErrFailFast is matched (errors.Is) by the error Run returns when
@@ -116,6 +118,12 @@ type Runner struct {
 	BatchSize int
 	// BatchTimeout is the fetch expiry; 0 means 1 s.
 	BatchTimeout time.Duration
+	// MaxBatchBytes bounds the bytes one fetch may return (JetStream pull
+	// max_bytes), so that a batch of large messages never exceeds what the
+	// server lets a client have pending, nor the process's memory; 0 means
+	// 16 MiB. A fetch the limit cuts short is an ordinary, smaller batch.
+	// It must be at least the server's max_payload (CheckMaxBatchBytes).
+	MaxBatchBytes int
 	// MaxInFlight is the number of batches processed concurrently; 0 means 1.
 	MaxInFlight int
 	// Retry holds max_retries and the NAK back-off settings.
@@ -172,6 +180,13 @@ type Runner struct {
 	Now func() time.Time
 	// Rand draws the jitter u in [0, 1); nil means JitterDraw (crypto/rand).
 	Rand func() float64
+
+	// refreshEvery and oldestEvery are how often consumer info and the
+	// oldest in-flight batch are read; 0 means 10 s and 1 s. Tests shorten
+	// them.
+	refreshEvery, oldestEvery time.Duration
+	// timedProbe makes tests use the fallback probe (see noWaitOpt).
+	timedProbe bool
 
 	started atomic.Bool
 	st      state
@@ -256,6 +271,7 @@ type state struct {
 	stop          chan struct{}
 	stopOnce      sync.Once
 
+	noWait  jetstream.FetchOpt // noWaitOpt(); nil if nats.go has changed
 	circuit circuit
 	metrics *telemetry.Metrics // never nil while running
 	lanes   *laneTable         // nil without PriorityLanes
@@ -297,6 +313,24 @@ func (r *Runner) batchTimeout() time.Duration {
 	}
 	return r.BatchTimeout
 }
+
+// fetchBytes is the max_bytes of every pull request: MaxBatchBytes plus
+// room for one message's subject and reply subject, which the server
+// counts too. Without that room a message of exactly max_payload bytes
+// would never fit a limit of max_payload, and the consumer would stall on
+// it with every fetch coming back empty.
+func (r *Runner) fetchBytes() int {
+	b := r.MaxBatchBytes
+	if b <= 0 {
+		b = DefaultMaxBatchBytes
+	}
+	return b + fetchBytesMargin
+}
+
+// fetchBytesMargin bounds a delivered message's subject plus its reply
+// subject: subjects fit the server's 4 KiB control line, an ack reply
+// subject is the stream and consumer names plus a few numbers.
+const fetchBytesMargin = 8 << 10
 
 func (r *Runner) maxInFlight() int {
 	if r.MaxInFlight <= 0 {
@@ -402,6 +436,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.st.metrics = &telemetry.Metrics{}
 	}
 	r.st.stop = make(chan struct{})
+	if !r.timedProbe {
+		r.st.noWait = noWaitOpt()
+	}
 	r.st.mu.Lock() // Status may already be polling
 	r.st.inFlight = map[uint64]time.Time{}
 	r.st.maxDeliver = r.MaxDeliver
@@ -420,6 +457,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	if r.PriorityLanes != nil {
 		r.st.lanes, _ = r.PriorityLanes.compile() // validated above
+	}
+	if r.st.noWait == nil {
+		log.Warn("this nats.go has no no-wait pull request with a byte limit; probing with a 5 ms expiry instead")
 	}
 	if info != nil {
 		r.applyInfo(info)
@@ -558,19 +598,14 @@ func (e *FailFastError) Unwrap() []error { return []error{ErrFailFast, e.Err} }
 // fetchLoop issues fetches into free in-flight slots (runtime §3.1, §9)
 // until ctx ends or the runner stops.
 func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, log *slog.Logger) {
-	m := r.metrics()
 	slots := make(chan struct{}, r.maxInFlight())
-	release := func() {
-		<-slots
-		m.CurrentBatchesInFlight.Set(float64(len(slots)))
-	}
+	release := func() { <-slots }
 	retryWait := 100 * time.Millisecond
 	for {
 		r.beat()
 		if !r.acquire(ctx, slots) {
 			return
 		}
-		m.CurrentBatchesInFlight.Set(float64(len(slots)))
 		probe, ok := r.waitCircuit(ctx, log)
 		if !ok {
 			release()
@@ -669,43 +704,87 @@ func (r *Runner) waiting() (done func()) {
 	}
 }
 
+// probeWait is the expiry of the probe when no no-wait option could be
+// built (noWaitOpt returned nil).
+const probeWait = 5 * time.Millisecond
+
 // fetch returns the next batch: a no-wait probe returns what is pending at
 // once; only when nothing is, a lingering fetch waits up to BatchTimeout.
 // Without the probe nats.go would hold every partial batch until expiry.
+// Both requests carry the byte limit (so the probe is Fetch with noWaitOpt,
+// not FetchNoWait), and both end early when the batch is full by count or
+// by bytes.
+//
+// Both requests end at the server's expiry or its "no messages" answer,
+// never at a client-side deadline: nats.go's FetchContext stops listening
+// 10 % (at most 1 s) after the expiry it asks the server for, and messages
+// the server delivers after that (a loaded machine, a batch of large
+// messages) reach no subscriber and sit unacknowledged until AckWait. When
+// ctx ends or the runner stops, fetch returns at once with what has
+// arrived, as a cancelled FetchContext would: shutdown does not wait for
+// the request's expiry, and what the server delivers to it afterwards waits
+// for AckWait (the connection drain that follows shutdown ends the
+// request).
 func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	start := time.Now()
 	defer func() { r.metrics().NATSFetchSeconds.Observe(time.Since(start).Seconds()) }()
-	n := r.batchSize()
-	b, err := r.Consumer.FetchNoWait(n)
+	n, maxBytes := r.batchSize(), jetstream.FetchMaxBytes(r.fetchBytes())
+	// Without the no-wait option, a probe with a short expiry: a partial
+	// batch then costs probeWait, and a loaded server may end the probe
+	// before it delivered all that is pending (a smaller batch).
+	probe := r.st.noWait
+	if probe == nil {
+		probe = jetstream.FetchMaxWait(min(probeWait, r.batchTimeout()))
+	}
+	b, err := r.Consumer.Fetch(n, maxBytes, probe)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := drainBatch(b)
-	if len(msgs) > 0 || err != nil || ctx.Err() != nil {
+	msgs, err := r.collect(ctx, b)
+	if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
 		return msgs, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, r.batchTimeout())
-	defer cancel()
-	b, err = r.Consumer.Fetch(n, jetstream.FetchContext(fctx))
+	b, err = r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
 	if err != nil {
-		if ctx.Err() == nil && fctx.Err() != nil {
-			return nil, nil // expired before the request went out: empty
-		}
 		return nil, err
 	}
-	msgs, err = drainBatch(b)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = nil // our own expiry: a partial or empty batch, not a failure
-	}
-	return msgs, err
+	return r.collect(ctx, b)
 }
 
-func drainBatch(b jetstream.MessageBatch) ([]jetstream.Msg, error) {
+// collect reads b until the request ends. If ctx ends or the runner stops
+// first, it returns what has arrived, including what nats.go buffered but
+// was not read yet, so that the caller NAKs it.
+func (r *Runner) collect(ctx context.Context, b jetstream.MessageBatch) ([]jetstream.Msg, error) {
 	var msgs []jetstream.Msg
-	for msg := range b.Messages() {
-		msgs = append(msgs, msg)
+	ch := b.Messages()
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return msgs, b.Error()
+			}
+			msgs = append(msgs, msg)
+		case <-ctx.Done():
+			return buffered(msgs, ch), nil
+		case <-r.st.stop:
+			return buffered(msgs, ch), nil
+		}
 	}
-	return msgs, b.Error()
+}
+
+// buffered appends to msgs what ch holds now, without waiting.
+func buffered(msgs []jetstream.Msg, ch <-chan jetstream.Msg) []jetstream.Msg {
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return msgs
+			}
+			msgs = append(msgs, msg)
+		default:
+			return msgs
+		}
+	}
 }
 
 // consumerGone reports whether a fetch error means the consumer no longer
@@ -773,7 +852,7 @@ func maxAckPendingWarning(info *jetstream.ConsumerInfo, need int) string {
 const consumerRefresh = 10 * time.Second
 
 func (r *Runner) refreshConsumer(ctx context.Context, log *slog.Logger) {
-	t := time.NewTicker(consumerRefresh)
+	t := time.NewTicker(cmp.Or(r.refreshEvery, consumerRefresh))
 	defer t.Stop()
 	for {
 		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -800,7 +879,7 @@ func (r *Runner) refreshConsumer(ctx context.Context, log *slog.Logger) {
 // reportOldest keeps oldest_in_flight_batch_seconds current for stuck-write
 // alerts.
 func (r *Runner) reportOldest(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(cmp.Or(r.oldestEvery, time.Second))
 	defer t.Stop()
 	for {
 		select {

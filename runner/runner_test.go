@@ -868,18 +868,18 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	e.waitAcked(c, 300)
 }
 
-// flakyConsumer fails FetchNoWait while broken is set, as a leader change or
-// a request timeout would.
+// flakyConsumer fails Fetch while broken is set, as a leader change or a
+// request timeout would.
 type flakyConsumer struct {
 	jetstream.Consumer
 	broken atomic.Bool
 }
 
-func (c *flakyConsumer) FetchNoWait(n int) (jetstream.MessageBatch, error) {
+func (c *flakyConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
 	if c.broken.Load() {
 		return nil, errors.New("nats: timeout")
 	}
-	return c.Consumer.FetchNoWait(n)
+	return c.Consumer.Fetch(n, opts...)
 }
 
 func TestFetchFailuresTurnReadinessOff(t *testing.T) {

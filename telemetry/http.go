@@ -165,7 +165,8 @@ type Server struct {
 func Listen(addr string, h http.Handler) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics.listen %s: %w", addr, err)
+		// The net error names the address; the caller names its key.
+		return nil, err
 	}
 	s := &Server{
 		srv: &http.Server{

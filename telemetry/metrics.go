@@ -335,7 +335,7 @@ func (m *Metrics) gaugeSpecs() []gaugeSpec {
 		{"current_in_progress_batches_active", "Batches with active InProgress heartbeats.", &m.CurrentInProgressBatches},
 		{"current_priority_lanes_active", "Active priority lanes.", &m.CurrentPriorityLanesActive},
 		{"last_sink_success_epoch_seconds", "Unix time of the latest commit-then-ACK.", &m.LastSinkSuccessEpochSeconds},
-		{"current_batches_in_flight", "Occupied in-flight slots.", &m.CurrentBatchesInFlight},
+		{"current_batches_in_flight", "In-flight slots holding messages (fetched, not yet settled); a waiting fetch does not count.", &m.CurrentBatchesInFlight},
 		{"nats_connected", "1 while connected to NATS.", &m.NATSConnected},
 		{"sink_healthy", "1 while the sink is not in the destination-error state.", &m.SinkHealthy},
 		{"sink_circuit_open", "1 while the destination circuit is open.", &m.SinkCircuitOpen},

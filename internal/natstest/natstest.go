@@ -193,3 +193,30 @@ func Service(t testing.TB, envVar string) string {
 	t.Skip(reason)
 	return ""
 }
+
+// WaitAckState waits until the durable consumer stream/consumer has
+// acknowledged everything up to stream sequence floor and has ackPending
+// messages awaiting acknowledgement. Plain ACKs are fire-and-forget: when
+// the sender counts an ACK the server may not have applied it yet, so every
+// assertion about the ack floor or ack-pending count after ACKs must wait
+// like this rather than read once.
+func WaitAckState(t testing.TB, js jetstream.JetStream, stream, consumer string, floor uint64, ackPending int, timeout time.Duration) {
+	t.Helper()
+	WaitFor(t, timeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.AckFloor.Stream != floor || info.NumAckPending != ackPending {
+			return fmt.Errorf("consumer %s/%s: ack floor %d, ack pending %d; want %d, %d",
+				stream, consumer, info.AckFloor.Stream, info.NumAckPending, floor, ackPending)
+		}
+		return nil
+	})
+}
