@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/nats-sinks/nats-sink/internal/seal"
 )
@@ -20,7 +22,7 @@ func (k *keyFlags) Set(v string) error { *k = append(*k, v); return nil }
 func runDecrypt(env *Env, args []string) int {
 	fs := newFlags(env, "decrypt", "[INPUT] [--key-env NAME] [--key KEY_ID=ENV]... [--output FILE]")
 	keyEnv := fs.String("key-env", "NATS_SINKS_PAYLOAD_KEY_B64", "variable holding the base64 key, used for any key_id")
-	output := fs.String("output", "", "write the plaintext to FILE (mode 0600) instead of stdout")
+	output := fs.String("output", "", "write the plaintext to FILE instead of stdout: created or truncated with mode 0600; a symlink is refused")
 	var keys keyFlags
 	fs.Var(&keys, "key", "KEY_ID=ENV: decrypt envelopes with this key_id using the key in variable ENV (repeatable)")
 	pos, code := parseFlags(env, fs, args)
@@ -70,11 +72,50 @@ func runDecrypt(env *Env, args []string) int {
 		env.Stdout.Write(plain)
 		return exitOK
 	}
-	if err := os.WriteFile(*output, plain, 0o600); err != nil {
+	if err := writePrivate(*output, plain); err != nil {
 		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
 		return exitRuntime
 	}
 	return exitOK
+}
+
+// writePrivate writes data to the regular file path with mode 0600:
+// created 0600, or an existing regular file truncated and made 0600 (so a
+// plaintext never inherits a wider mode). A symlink is refused, not
+// followed (O_NOFOLLOW), and so is anything that is not a regular file;
+// O_NONBLOCK keeps a FIFO from blocking the open.
+func writePrivate(path string, data []byte) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return fmt.Errorf("--output %s is a symbolic link; refusing to follow it", path)
+		}
+		return fmt.Errorf("--output: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("--output: %w", cerr)
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("--output %s is not a regular file", path)
+	}
+	// Mode first, content after: the plaintext never sits in a file
+	// others may read.
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	return nil
 }
 
 // decryptKeys builds the key ring: --key flags select keys by key_id,

@@ -204,7 +204,7 @@ func (d *demo) setup(ctx context.Context) error {
 			return err
 		}
 		d.dir = dir
-	} else if err := os.MkdirAll(d.dir, 0o755); err != nil {
+	} else if err := os.MkdirAll(d.dir, 0o750); err != nil {
 		return err
 	}
 	s, err := embedded.Start(filepath.Join(d.dir, "nats"), d.port)

@@ -111,6 +111,16 @@ func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, erro
 	if cfg.Metrics.Enabled && cfg.Metrics.SnapshotFile == nil && cfg.Metrics.Listen == nil {
 		cfg.Warnings = append(cfg.Warnings, "metrics.enabled: no exporter configured (set metrics.listen or metrics.snapshot_file)")
 	}
+	cfg.Warnings = append(cfg.Warnings, cfg.Encryption.warnings()...)
+	if w, ok := cfg.Sink.Opener.(sink.Warner); ok {
+		for _, pr := range w.Warnings() {
+			path := "sink"
+			if pr.Path != "" && pr.Path != "(root)" {
+				path = fields.Join("sink", pr.Path)
+			}
+			cfg.Warnings = append(cfg.Warnings, path+": "+pr.Message)
+		}
+	}
 	return &cfg, nil
 }
 
@@ -330,11 +340,4 @@ func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.P
 		return
 	}
 	c.Sink.Opener = opener
-	// A sink may have load warnings of its own (the spool sink's plaintext
-	// records); their paths are relative to the sink object.
-	if w, ok := opener.(interface{ Warnings() []string }); ok {
-		for _, text := range w.Warnings() {
-			c.Warnings = append(c.Warnings, "sink."+text)
-		}
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // doc builds a configuration with a valid nats section (plus natsExtra
@@ -584,5 +586,67 @@ func TestSchema(t *testing.T) {
 	bs := props["delivery"].(map[string]any)["properties"].(map[string]any)["batch_size"].(map[string]any)
 	if bs["minimum"] != 1.0 || bs["maximum"] != 10000.0 || bs["default"] != 100.0 || bs["type"] != "integer" {
 		t.Errorf("delivery.batch_size schema = %v", bs)
+	}
+}
+
+// TestWeakEncryptionWarnings: settings in use that are accepted for
+// compatibility but weak are warned about at the key that set them, once;
+// settings no enabled rule uses, and the secure defaults, are not.
+func TestWeakEncryptionWarnings(t *testing.T) {
+	const key = `"key_b64": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="`
+	for _, tt := range []struct {
+		name, encryption string
+		want             []string // warning paths
+	}{
+		{"defaults", `{"enabled": true, ` + key + `}`, nil},
+		{"gcm 8", `{"enabled": true, "nonce_size_bytes": 8, ` + key + `}`, []string{"encryption.nonce_size_bytes"}},
+		{"gcm 13", `{"enabled": true, "nonce_size_bytes": 13, ` + key + `}`, []string{"encryption.nonce_size_bytes"}},
+		{"not in use", `{"enabled": false, "nonce_size_bytes": 8, ` + key + `}`, nil},
+		{"ccm 13/16", `{"enabled": true, "algorithm": "aes-256-ccm", "nonce_size_bytes": 13, ` + key + `}`, nil},
+		{"ccm 11 and tag 8", `{"enabled": true, "algorithm": "aes-256-ccm", "nonce_size_bytes": 11, "tag_length": 8, ` + key + `}`,
+			[]string{"encryption.nonce_size_bytes", "encryption.tag_length"}},
+		{"rule's own values", `{` + key + `, "rules": [{"subject": "a.>", "algorithm": "aes-256-ccm", "tag_length": 12}]}`,
+			[]string{"encryption.rules[0].tag_length"}},
+		{"inherited by two rules, named once", `{"nonce_size_bytes": 9, ` + key + `, "rules": [{"subject": "a.>"}, {"subject": "b.>"}]}`,
+			[]string{"encryption.nonce_size_bytes"}},
+		{"disabled rule", `{"nonce_size_bytes": 9, ` + key + `, "rules": [{"subject": "a.>", "enabled": false}]}`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := `{"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "encryption": ` + tt.encryption +
+				`, "sink": {"type": "file", "directory": "d"}}`
+			c, err := Parse([]byte(doc), "test.json", testRegistry(), noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range c.Warnings {
+				path, _, _ := strings.Cut(w, ": ")
+				got = append(got, path)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("warnings %q (-want +got paths):\n%s", c.Warnings, diff)
+			}
+		})
+	}
+}
+
+// warningSink is a sink configuration that reports a weak setting.
+type warningSink struct{ rawOpener }
+
+func (warningSink) Warnings() []sink.Problem {
+	return []sink.Problem{{Path: "tls.verify", Message: "is off"}, {Path: "(root)", Message: "whole sink"}}
+}
+
+// TestSinkWarnings: a sink Config that implements sink.Warner has its
+// warnings listed with sink. paths.
+func TestSinkWarnings(t *testing.T) {
+	r := sink.NewRegistry()
+	r.Register("weak", func(json.RawMessage) (sink.Opener, error) { return warningSink{}, nil })
+	c, err := Parse([]byte(`{"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "sink": {"type": "weak"}}`), "test.json", r, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"sink.tls.verify: is off", "sink: whole sink"}, c.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }

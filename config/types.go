@@ -197,8 +197,8 @@ type Encryption struct {
 	KeyB64         *secret.Value    `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
 	KeyB64Env      *string          `json:"key_b64_env" nonblank:"true" doc:"Environment variable holding the base64 key; read when the runner starts."`
 	KeyB64File     *string          `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the base64 key."`
-	NonceSizeBytes int              `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13."`
-	TagLength      int              `json:"tag_length" enum:"4,6,8,10,12,14,16" doc:"CCM only; GCM always uses 16."`
+	NonceSizeBytes int              `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13. Accepted but warned about: other than 12 with aes-256-gcm, under 12 with aes-256-ccm."`
+	TagLength      int              `json:"tag_length" enum:"4,6,8,10,12,14,16" doc:"CCM only; GCM always uses 16. Under 16 is accepted but warned about."`
 	Rules          []EncryptionRule `json:"rules" doc:"Ordered; first matching subject wins; omitted values inherit the top level."`
 }
 

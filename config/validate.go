@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"regexp"
@@ -316,6 +317,64 @@ func (e *Encryption) validate(p *fields.Problems) {
 			p.Add(path, "key_b64_env or key_b64 is required because no top-level encryption key is configured")
 		}
 	}
+}
+
+// warnings returns "<path>: <text>" for every encryption setting in use
+// that is accepted for compatibility but weak: a GCM nonce other than 12
+// bytes, a CCM nonce under 12 bytes, a CCM tag under 16 bytes. A setting is
+// in use when the top level or a rule that inherits it is enabled; the
+// path is the key that set the weak value (a rule's own, or the top
+// level's it inherits), named once.
+func (e *Encryption) warnings() []string {
+	var out []string
+	seen := map[string]bool{}
+	warn := func(path, text string) {
+		if !seen[path] {
+			seen[path] = true
+			out = append(out, path+": "+text)
+		}
+	}
+	check := func(alg string, nonce, tag int, noncePath, tagPath string) {
+		switch alg {
+		case "aes-256-gcm":
+			if nonce != 12 {
+				warn(noncePath, fmt.Sprintf("%d-byte nonces with aes-256-gcm are accepted for compatibility but weaker than the 12 bytes GCM is built for "+
+					"(random nonces repeat sooner, and one repeat breaks GCM's confidentiality and integrity for that key); use 12", nonce))
+			}
+		case "aes-256-ccm":
+			if nonce < 12 {
+				warn(noncePath, fmt.Sprintf("%d-byte nonces with aes-256-ccm are accepted for compatibility but repeat sooner than 12- or 13-byte ones "+
+					"(a repeat breaks CCM for that key); use 12 or 13", nonce))
+			}
+			if tag < 16 {
+				warn(tagPath, fmt.Sprintf("%d-byte tags with aes-256-ccm are accepted for compatibility but a forged envelope passes with probability 2^-%d; use 16",
+					tag, 8*tag))
+			}
+		}
+	}
+	if e.Enabled {
+		check(e.Algorithm, e.NonceSizeBytes, e.TagLength, "encryption.nonce_size_bytes", "encryption.tag_length")
+	}
+	for i := range e.Rules {
+		r := &e.Rules[i]
+		if !r.Enabled {
+			continue
+		}
+		path := fields.Index("encryption.rules", i)
+		alg, nonce, tag := e.Algorithm, e.NonceSizeBytes, e.TagLength
+		noncePath, tagPath := "encryption.nonce_size_bytes", "encryption.tag_length"
+		if r.Algorithm != nil {
+			alg = *r.Algorithm
+		}
+		if r.NonceSizeBytes != nil {
+			nonce, noncePath = *r.NonceSizeBytes, path+".nonce_size_bytes"
+		}
+		if r.TagLength != nil {
+			tag, tagPath = *r.TagLength, path+".tag_length"
+		}
+		check(alg, nonce, tag, noncePath, tagPath)
+	}
+	return out
 }
 
 // checkKeySources checks that one key has at most one source and that

@@ -27,8 +27,8 @@ import (
 // every default; the per-key rules are in the struct tags (Validate checks
 // them, and the loader while decoding), the rules between keys in Rules.
 type Connection struct {
-	URL                      string            `json:"url" trim:"true" doc:"Server URL: nats, tls, ws or wss scheme; no credentials."`
-	URLs                     []string          `json:"urls" trim:"true" doc:"Seed URLs, each validated like url; when non-empty they replace url. ws/wss must not be mixed with nats/tls."`
+	URL                      string            `json:"url" trim:"true" doc:"Server URL: nats, tls, ws or wss scheme; no credentials. A comma-separated list is checked element by element."`
+	URLs                     []string          `json:"urls" trim:"true" doc:"Seed URLs, each validated like url (a comma-separated item element by element); when non-empty they replace url. ws/wss must not be mixed with nats/tls."`
 	Name                     *string           `json:"name" doc:"Client connection name."`
 	User                     *string           `json:"user" doc:"Requires exactly one of password, password_env, password_file."`
 	Password                 *secret.Value     `json:"password" secret:"true" doc:"Requires user; only one of password, password_env, password_file."`
@@ -82,12 +82,29 @@ func Default() Connection {
 // object onto a new *Connection.
 func (c *Connection) SetDefaults() { *c = Default() }
 
-// Servers returns the seed URLs: urls when non-empty, else [url].
+// Servers returns the seed URLs: urls when non-empty, else url, with
+// every comma-separated list split into its elements (trimmed), as
+// nats.go splits a URL string it is given.
 func (c *Connection) Servers() []string {
-	if len(c.URLs) > 0 {
-		return c.URLs
+	list := c.URLs
+	if len(list) == 0 {
+		list = []string{c.URL}
 	}
-	return []string{c.URL}
+	var out []string
+	for _, u := range list {
+		out = append(out, splitURLs(u)...)
+	}
+	return out
+}
+
+// splitURLs splits a URL string on commas and trims each element, as
+// nats.go does before it dials.
+func splitURLs(raw string) []string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	return parts
 }
 
 // Validate checks c on its own, as a Connection built in Go: the per-key
@@ -132,21 +149,29 @@ func (c *Connection) Rules(path, ref string) []sink.Problem {
 	schemes := map[string]bool{}
 	hint := "must not include credentials; use " + name("user") + ", " + name("password_env") + ", " + name("token_env") +
 		", " + name("creds_file") + " or " + name("nkey_seed_file")
-	if s, msg := checkServerURL(c.URL, hint); msg != "" {
+	if s, msg := checkServerURLs(c.URL, hint); msg != "" {
 		add(at("url"), msg)
 	} else if len(c.URLs) == 0 {
-		schemes[s] = true
+		for _, x := range s {
+			schemes[x] = true
+		}
 	}
 	for i, u := range c.URLs {
-		if s, msg := checkServerURL(u, hint); msg != "" {
+		if s, msg := checkServerURLs(u, hint); msg != "" {
 			add(at("urls")+"["+itoa(i)+"]", msg)
 		} else {
-			schemes[s] = true
+			for _, x := range s {
+				schemes[x] = true
+			}
 		}
 	}
 	websocket := schemes["ws"] || schemes["wss"]
 	if websocket && (schemes["nats"] || schemes["tls"]) {
-		add(at("urls"), "must not mix ws/wss with nats/tls URLs")
+		key := "urls"
+		if len(c.URLs) == 0 {
+			key = "url"
+		}
+		add(at(key), "must not mix ws/wss with nats/tls URLs")
 	}
 
 	// Authentication: sources of one secret are exclusive, user and
@@ -226,6 +251,27 @@ func (c *Connection) websocketHeaders(websocket bool, at, name func(string) stri
 			add(at("websocket_headers_env"), "requires ws:// or wss:// server URLs")
 		}
 	}
+}
+
+// checkServerURLs checks a URL string as nats.go reads it: a
+// comma-separated list whose every element is one server URL (a list can
+// otherwise hide credentials behind a first element that passes). It
+// returns the elements' lower-cased schemes, or the first problem, naming
+// the element when there are several.
+func checkServerURLs(raw, credentialsHint string) (schemes []string, msg string) {
+	parts := splitURLs(raw)
+	if len(parts) == 1 {
+		s, msg := checkServerURL(raw, credentialsHint)
+		return []string{s}, msg
+	}
+	for i, p := range parts {
+		s, msg := checkServerURL(p, credentialsHint)
+		if msg != "" {
+			return nil, "element " + itoa(i+1) + " of the comma-separated list: " + msg
+		}
+		schemes = append(schemes, s)
+	}
+	return schemes, ""
 }
 
 // checkServerURL returns the lower-cased scheme of a server URL, or a

@@ -90,3 +90,39 @@ func TestRulesSameForBothPlaces(t *testing.T) {
 		}
 	}
 }
+
+// TestURLListsCheckedPerElement: nats.go splits a URL on commas and dials
+// every element, so each element must pass the rules of a single URL: a
+// list hid credentials behind a harmless first element.
+func TestURLListsCheckedPerElement(t *testing.T) {
+	const hint = "must not include credentials; use nats.user, nats.password_env, nats.token_env, nats.creds_file or nats.nkey_seed_file"
+	for _, tt := range []struct {
+		name string
+		set  func(*natsconfig.Connection)
+		want []sink.Problem
+	}{
+		{"url", func(c *natsconfig.Connection) { c.URL = "nats://h:1,nats://alice:pw@h:2" },
+			[]sink.Problem{{Path: "nats.url", Message: "element 2 of the comma-separated list: " + hint}}},
+		{"urls item", func(c *natsconfig.Connection) { c.URLs = []string{"nats://a:1", "nats://b:1, nats://bob:pw@c:1"} },
+			[]sink.Problem{{Path: "nats.urls[1]", Message: "element 2 of the comma-separated list: " + hint}}},
+		{"empty element", func(c *natsconfig.Connection) { c.URL = "nats://h:1,,nats://h:2" },
+			[]sink.Problem{{Path: "nats.url", Message: "element 2 of the comma-separated list: must not be empty"}}},
+		{"bad scheme in a list", func(c *natsconfig.Connection) { c.URL = "nats://h:1,http://h:2" },
+			[]sink.Problem{{Path: "nats.url", Message: "element 2 of the comma-separated list: scheme must be one of nats, tls, ws, wss"}}},
+		{"schemes mixed inside one url", func(c *natsconfig.Connection) { c.URL = "ws://h:1,nats://h:2" },
+			[]sink.Problem{{Path: "nats.url", Message: "must not mix ws/wss with nats/tls URLs"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := natsconfig.Default()
+			tt.set(&c)
+			if diff := cmp.Diff(tt.want, c.Rules("nats", "nats.")); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+	c := natsconfig.Default()
+	c.URL = "nats://a:1, tls://b:2"
+	if diff := cmp.Diff([]string{"nats://a:1", "tls://b:2"}, c.Servers()); diff != "" {
+		t.Errorf("Servers() (-want +got):\n%s", diff)
+	}
+}

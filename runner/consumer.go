@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Consumer-management modes (consumer_management.mode).
@@ -42,6 +44,10 @@ type ConfigError struct {
 
 // Error returns "<path>: <message>", the config.md §1.5 problem line.
 func (e *ConfigError) Error() string { return e.Path + ": " + e.Message }
+
+// Is reports that a ConfigError is a configuration error:
+// errors.Is(err, sink.ErrConfig) holds for it.
+func (e *ConfigError) Is(target error) bool { return target == sink.ErrConfig }
 
 // ConsumerSpec is the consumer configuration of config.md §3–§4 that
 // EnsureConsumer needs. Zero values mean the config defaults; nil optional

@@ -118,10 +118,23 @@ type Metrics interface {
 	// Histogram observes values in seconds; nil buckets means the host's
 	// latency buckets.
 	Histogram(name, help string, buckets []float64) (Histogram, error)
+	// CounterVec registers a family of counters told apart by the values
+	// of labels (for example "class"). Label values must come from a
+	// small fixed set the sink chooses ("2xx", "transport_error"), never
+	// from message data: subjects, streams and ids are not label values.
+	CounterVec(name, help string, labels ...string) (CounterVec, error)
 }
 
 // Counter is a monotonically increasing count. Add ignores n ≤ 0.
 type Counter interface{ Add(n int) }
+
+// CounterVec is a family of counters with labels. With returns the
+// counter of one combination of label values, in the order the labels were
+// registered; the wrong number of values gives a counter that does
+// nothing.
+type CounterVec interface {
+	With(values ...string) Counter
+}
 
 // Gauge is a value that goes up and down.
 type Gauge interface{ Set(v float64) }
@@ -173,15 +186,19 @@ func (nopMetrics) Gauge(string, string) (Gauge, error)     { return nopInstrumen
 func (nopMetrics) Histogram(string, string, []float64) (Histogram, error) {
 	return nopInstrument{}, nil
 }
+func (nopMetrics) CounterVec(string, string, ...string) (CounterVec, error) {
+	return nopInstrument{}, nil
+}
 
 type nopInstrument struct{}
 
-func (nopInstrument) Add(int)               {}
-func (nopInstrument) Set(float64)           {}
-func (nopInstrument) Observe(float64)       {}
-func (nopInstrument) SetAttributes(...Attr) {}
-func (nopInstrument) Fail(string, error)    {}
-func (nopInstrument) End()                  {}
+func (nopInstrument) Add(int)                {}
+func (nopInstrument) With(...string) Counter { return nopInstrument{} }
+func (nopInstrument) Set(float64)            {}
+func (nopInstrument) Observe(float64)        {}
+func (nopInstrument) SetAttributes(...Attr)  {}
+func (nopInstrument) Fail(string, error)     {}
+func (nopInstrument) End()                   {}
 
 // traceHeaderNames are the W3C trace-context headers a sink forwards.
 var traceHeaderNames = [...]string{"traceparent", "tracestate", "baggage"}

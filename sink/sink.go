@@ -47,6 +47,18 @@ type Opener interface {
 	Open(ctx context.Context, deps Deps) (Sink, error)
 }
 
+// A Warner is an Opener whose configuration has settings that are valid,
+// accepted for compatibility, but weak (a password sent without TLS, a
+// certificate that is not verified). Warnings returns one Problem per such
+// setting, with a path relative to the sink object as in ConfigError and a
+// message that says what is weak and what to set instead; nil when there
+// are none. It makes no I/O. The host prints each when it loads the
+// configuration (the CLI's validate, run and the other commands) as
+// "Warning: sink.<path>: <message>"; the configuration still loads.
+type Warner interface {
+	Warnings() []Problem
+}
+
 // A Decoder validates one "sink" configuration object without any I/O and
 // returns its Opener. The raw object has already passed strict JSON parsing
 // and environment overrides. Problems are reported as a *ConfigError whose

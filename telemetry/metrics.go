@@ -234,9 +234,10 @@ type Metrics struct {
 
 // extras are sink-specific metrics (sinks.md), created after NewMetrics.
 type extras struct {
-	counters   []named[*Counter]
-	gauges     []named[*Gauge]
-	histograms []named[*Histogram]
+	counters    []named[*Counter]
+	gauges      []named[*Gauge]
+	histograms  []named[*Histogram]
+	counterVecs []named[*CounterVec]
 }
 
 type named[T any] struct {
@@ -533,6 +534,11 @@ func (m *Metrics) checkFree(name string) error {
 			}
 		}
 		for _, e := range m.extras.histograms {
+			if e.name == name {
+				return true
+			}
+		}
+		for _, e := range m.extras.counterVecs {
 			if e.name == name {
 				return true
 			}

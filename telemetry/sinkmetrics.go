@@ -3,8 +3,8 @@ package telemetry
 import "github.com/nats-sinks/nats-sink/sink"
 
 // ForSinks returns m as the sink.Metrics a host hands sinks in sink.Deps.
-// A sink's counter, gauge or histogram is created by NewCounter, NewGauge
-// or NewHistogram: under m's namespace and registerer, in m's snapshot, and
+// A sink's counter, gauge, histogram or counter family is created by
+// NewCounter, NewGauge, NewHistogram or NewCounterVec: under m's namespace and registerer, in m's snapshot, and
 // shared with an earlier sink metric of the same name and kind (two sinks of
 // one type in one program add to one series). On an error (a name taken by
 // a core metric or by another kind) the instrument returned with it is a
@@ -35,3 +35,14 @@ func (s sinkMetrics) Histogram(name, help string, buckets []float64) (sink.Histo
 	h, err := s.m.NewHistogram(name, help, buckets)
 	return h, err
 }
+
+func (s sinkMetrics) CounterVec(name, help string, labels ...string) (sink.CounterVec, error) {
+	v, err := s.m.NewCounterVec(name, help, labels)
+	return counterVec{v}, err
+}
+
+// counterVec adapts *CounterVec (nil-safe) to sink.CounterVec, whose With
+// returns the interface.
+type counterVec struct{ v *CounterVec }
+
+func (c counterVec) With(values ...string) sink.Counter { return c.v.With(values...) }

@@ -1,7 +1,10 @@
 package telemetry
 
 import (
+	"maps"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -61,5 +64,55 @@ func TestForSinks(t *testing.T) {
 	taken.Add(1) // a no-op, not a panic
 	if m.MessagesAcked.Value() != 0 {
 		t.Error("the refused sink counter counted into the core metric")
+	}
+}
+
+// TestForSinksCounterVec: a sink's counter family is one Prometheus
+// family with a label, shared by a second sink asking for it, refused with
+// other labels, and each used series appears in the snapshot under its
+// Prometheus text name.
+func TestForSinksCounterVec(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm := m.ForSinks()
+	v1, err := sm.CounterVec("x_responses_total", "x", "class")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := sm.CounterVec("x_responses_total", "x", "class")
+	v1.With("2xx").Add(2)
+	v2.With("2xx").Add(1)
+	v2.With("5xx").Add(1)
+	v1.With("a", "b").Add(1) // wrong arity: a no-op, not a panic
+	if _, err := sm.CounterVec("x_responses_total", "x", "code"); err == nil {
+		t.Error("the family was handed out again with another label")
+	}
+	if _, err := sm.Counter("x_responses_total", "x"); err == nil {
+		t.Error("a plain counter took the family's name")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "ns_x_responses_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+		}
+	}
+	if want := map[string]float64{"2xx": 3, "5xx": 1}; !maps.Equal(got, want) {
+		t.Errorf("scraped %v, want %v", got, want)
+	}
+	snap := string(m.Snapshot(time.Unix(0, 0)))
+	for _, want := range []string{`"x_responses_total{class=\"2xx\"}":3`, `"x_responses_total{class=\"5xx\"}":1`} {
+		if !strings.Contains(snap, want) {
+			t.Errorf("snapshot lacks %s:\n%s", want, snap)
+		}
 	}
 }

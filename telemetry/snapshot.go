@@ -62,6 +62,11 @@ func (m *Metrics) Snapshot(now time.Time) []byte {
 	for _, e := range m.extras.histograms {
 		obs[e.name] = summaryJSON(e.m.Summary())
 	}
+	for _, e := range m.extras.counterVecs {
+		for k, n := range e.m.values() {
+			counters[k] = n
+		}
+	}
 	m.mu.Unlock()
 
 	doc := map[string]any{

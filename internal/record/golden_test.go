@@ -254,10 +254,13 @@ func TestFileStem(t *testing.T) {
 		e        sink.Envelope
 		want     string
 	}{
-		{"stream_sequence", StrategyStreamSequence, e, "OR_DERS-18446744073709551615"},
+		// Sanitised names get a hash of the raw value: they stay distinct.
+		{"stream_sequence", StrategyStreamSequence, e, "OR_DERS-" + sha256Hex([]byte("OR DERS"))[:16] + "-18446744073709551615"},
 		{"stream_sequence pads", StrategyStreamSequence, sink.Envelope{Stream: "ORDERS", StreamSequence: 42}, "ORDERS-00000000000000000042"},
 		{"message_id", StrategyMessageID, e, "O_1001-" + sha256Hex([]byte("O 1001/é"))[:16]},
-		{"payload_sha256", StrategyPayloadSHA256, e, "orders_created-b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"},
+		{"payload_sha256", StrategyPayloadSHA256, e, "orders_created-" + sha256Hex([]byte("orders/created"))[:16] + "-b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"},
+		{"payload_sha256 unchanged subject", StrategyPayloadSHA256, sink.Envelope{Subject: "orders.created", Data: []byte("hello world")},
+			"orders.created-b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"},
 		{"stream_sequence missing", StrategyStreamSequence, sink.Envelope{Stream: "S"}, ""},
 		{"message_id missing", StrategyMessageID, sink.Envelope{Stream: "S", StreamSequence: 1}, ""},
 		{"payload_sha256 of omitted payload", StrategyPayloadSHA256, sink.Envelope{Subject: "a", Payload: omitted}, ""},

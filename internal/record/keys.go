@@ -3,6 +3,7 @@ package record
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -52,7 +53,7 @@ func FileStem(strategy string, e *sink.Envelope) (string, error) {
 		var seq [20]byte
 		b := strconv.AppendUint(seq[:0], e.StreamSequence, 10)
 		stem := make([]byte, 0, len(e.Stream)+21)
-		stem = append(stem, Safe(e.Stream, "stream")...)
+		stem = append(stem, SafeDistinct(e.Stream, "stream")...)
 		stem = append(stem, '-')
 		for range 20 - len(b) {
 			stem = append(stem, '0')
@@ -67,9 +68,139 @@ func FileStem(strategy string, e *sink.Envelope) (string, error) {
 		if e.Payload.Omitted {
 			return "", sink.AsPermanent(errors.New("payload_sha256 filename strategy is unavailable because the original payload bytes were omitted"))
 		}
-		return Safe(e.Subject, "subject") + "-" + sha256Hex(e.Data), nil
+		return SafeDistinct(e.Subject, "subject") + "-" + sha256Hex(e.Data), nil
 	}
 	return "", sink.AsPermanent(errors.New("unknown filename strategy " + strconv.Quote(strategy)))
+}
+
+// Distinct makes a sanitised name injective: it returns safe, what a
+// sanitiser made of v, when that is v itself, else safe + "-" + the first
+// 16 hex digits of the SHA-256 of v. Sanitising maps many values to one
+// ("order/1", "order_1" and "order 1" all become "order_1"), and two
+// messages sharing a name would have the second acknowledged as a duplicate
+// of the first without being stored; the hash keeps them apart, and a
+// value that needed no change keeps the name nats-sinks gave it.
+func Distinct(v, safe string) string {
+	if safe == v {
+		return v
+	}
+	return safe + "-" + sha256Hex([]byte(v))[:16]
+}
+
+// SafeDistinct is Safe(v, fallback) made injective as Distinct does. The
+// two results of Safe that already end in a hash of v (the fallback for an
+// empty result and the shortened form of a long one) are returned as they
+// are.
+func SafeDistinct(v, fallback string) string {
+	s, hashed := safe(v, fallback)
+	if hashed {
+		return s
+	}
+	return Distinct(v, s)
+}
+
+// Identity returns what a file name or S3 key of strategy is made from, in
+// the form of the idempotency keys ("stream-sequence:ORDERS:42",
+// "message-id:O-1001", "payload-sha256:<subject>:<hex>"; for
+// "idempotency_key" the core key itself). Two messages with one identity
+// are the same message as far as the name goes: the second is a duplicate.
+// Missing material is an error, as FileStem reports it.
+func Identity(strategy string, e *sink.Envelope) (string, error) {
+	switch strategy {
+	case StrategyStreamSequence:
+		if e.Stream == "" || e.StreamSequence == 0 {
+			return "", sink.AsPermanent(errors.New("stream_sequence strategy requires JetStream stream and sequence metadata"))
+		}
+		return "stream-sequence:" + e.Stream + ":" + strconv.FormatUint(e.StreamSequence, 10), nil
+	case StrategyMessageID:
+		if e.MessageID == "" {
+			return "", sink.AsPermanent(errors.New("message_id strategy requires a message id header"))
+		}
+		return "message-id:" + e.MessageID, nil
+	case StrategyPayloadSHA256:
+		if e.Payload.Omitted {
+			return "", sink.AsPermanent(errors.New("payload_sha256 strategy is unavailable because the original payload bytes were omitted"))
+		}
+		return "payload-sha256:" + e.Subject + ":" + sha256Hex(e.Data), nil
+	}
+	return CoreKey(e)
+}
+
+// CoreKeyValue returns the message's own value that CoreKey(e) embeds: the
+// stream name, the message id or the subject, whichever the key is made of.
+func CoreKeyValue(e *sink.Envelope) string {
+	switch {
+	case e.Stream != "" && e.StreamSequence != 0:
+		return e.Stream
+	case e.MessageID != "":
+		return e.MessageID
+	}
+	return e.Subject
+}
+
+// Stored is the identity of a stored record: the members of a file record
+// or an S3 envelope object that names are made from. Records written by
+// nats-sinks have them too.
+type Stored struct {
+	Subject        *string `json:"subject"`
+	Stream         *string `json:"stream"`
+	StreamSequence *uint64 `json:"stream_sequence"`
+	MessageID      *string `json:"message_id"`
+	PayloadInfo    *struct {
+		SHA256 *string `json:"sha256"`
+	} `json:"payload_info"`
+}
+
+// ParseStored reads the identity members of a stored record (JSON, not
+// compressed). ok is false when doc is not a JSON object.
+func ParseStored(doc []byte) (st Stored, ok bool) {
+	if err := json.Unmarshal(doc, &st); err != nil {
+		return Stored{}, false
+	}
+	return st, true
+}
+
+// Identity returns the identity (as Identity computes it for a message) of
+// the record st was read from under strategy, and false when the record
+// lacks the material.
+func (st Stored) Identity(strategy string) (string, bool) {
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	stream, id, subject := str(st.Stream), str(st.MessageID), str(st.Subject)
+	var seq uint64
+	if st.StreamSequence != nil {
+		seq = *st.StreamSequence
+	}
+	digest := ""
+	if st.PayloadInfo != nil {
+		digest = str(st.PayloadInfo.SHA256)
+	}
+	bySeq := func() (string, bool) {
+		return "stream-sequence:" + stream + ":" + strconv.FormatUint(seq, 10), stream != "" && seq != 0
+	}
+	byID := func() (string, bool) { return "message-id:" + id, id != "" }
+	byPayload := func() (string, bool) {
+		return "payload-sha256:" + subject + ":" + digest, st.Subject != nil && digest != ""
+	}
+	switch strategy {
+	case StrategyStreamSequence:
+		return bySeq()
+	case StrategyMessageID:
+		return byID()
+	case StrategyPayloadSHA256:
+		return byPayload()
+	}
+	if k, ok := bySeq(); ok {
+		return k, true
+	}
+	if k, ok := byID(); ok {
+		return k, true
+	}
+	return byPayload()
 }
 
 // Safe is the path-component sanitiser of §7.1 with the given fallback
@@ -79,8 +210,15 @@ func FileStem(strategy string, e *sink.Envelope) (string, error) {
 // one longer than 120 characters its first 80 + '-' + 32 hex of sha256(v).
 // Each invalid UTF-8 byte counts as one character outside the set.
 func Safe(v, fallback string) string {
+	s, _ := safe(v, fallback)
+	return s
+}
+
+// safe is Safe, and reports whether the result is one of the two forms
+// that end in a hash of v.
+func safe(v, fallback string) (string, bool) {
 	if isSafe(v) {
-		return v
+		return v, false
 	}
 	b := make([]byte, 0, len(v))
 	run := false
@@ -105,11 +243,11 @@ func Safe(v, fallback string) string {
 	b = b[i:j]
 	switch {
 	case len(b) == 0:
-		return fallback + "-" + sha256Hex([]byte(v))[:16]
+		return fallback + "-" + sha256Hex([]byte(v))[:16], true
 	case len(b) > 120:
-		return string(b[:80]) + "-" + sha256Hex([]byte(v))[:32]
+		return string(b[:80]) + "-" + sha256Hex([]byte(v))[:32], true
 	}
-	return string(b)
+	return string(b), false
 }
 
 // isSafe reports whether Safe(v) is v itself, to skip the copy for the

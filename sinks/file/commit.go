@@ -1,12 +1,17 @@
 package file
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -36,6 +41,9 @@ type entry struct {
 	name   string // <stem><extension>
 	data   []byte // the encoded (maybe compressed) record
 	seq    uint64 // stream sequence, for error texts
+	// src is the message, for telling its own earlier record from
+	// another message's when the name is taken.
+	src *sink.Envelope
 
 	res  sink.Result // final once res.Outcome != 0
 	dir  *dirState
@@ -358,7 +366,18 @@ func (b *batch) place(e *entry) error {
 		}
 		// skip_existing: an earlier delivery, a concurrent batch or
 		// another process placed it; whoever linked it synced its data
-		// first, but may have crashed before the directory sync.
+		// first, but may have crashed before the directory sync. It is
+		// this message's only if its record says so: a file of another
+		// message under the same name (written before names were made
+		// distinct, or a hash collision) must not swallow this one.
+		same, err := b.s.sameMessage(dirfd, e)
+		if err != nil {
+			return fmt.Errorf("read existing %s (stream seq %d): %w", e.rel(), e.seq, classify(err))
+		}
+		if !same {
+			e.res = sink.Failed(sink.AsPermanent(fmt.Errorf("%w: %s (stream seq %d)", errOtherMessage, e.rel(), e.seq)))
+			return nil
+		}
 		e.dup = true
 		if b.s.cfg.Fsync {
 			if err := fsyncAt(dirfd, e.name); err != nil {
@@ -447,4 +466,55 @@ func (s *Sink) syncDir(fd int) error {
 		return s.syncDirHook(fd)
 	}
 	return fsync(fd)
+}
+
+// errOtherMessage reports a file at a message's name whose record belongs
+// to another message.
+var errOtherMessage = errors.New("file sink destination exists and holds another message's record")
+
+// sameMessage reports whether the record in name (a regular file in dirfd)
+// is e's: it has e's identity and, with subject directories, e's subject.
+// A record that cannot be parsed, or lacks the members, is not e's. Only
+// duplicates pay for this read.
+func (s *Sink) sameMessage(dirfd int, e *entry) (bool, error) {
+	fd, err := unix.Openat(dirfd, e.name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	f := os.NewFile(uintptr(fd), e.name)
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		// gzip whatever the configuration says now: the file may have been
+		// written with compression on.
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return false, nil
+		}
+		defer zr.Close()
+		r = zr
+	}
+	doc, err := io.ReadAll(r)
+	if err != nil {
+		if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return false, nil // not a record of ours
+		}
+		return false, err
+	}
+	st, ok := record.ParseStored(doc)
+	if !ok {
+		return false, nil
+	}
+	want, err := record.Identity(s.cfg.FilenameStrategy, e.src)
+	if err != nil {
+		return false, nil // unreachable: the name was made from the same material
+	}
+	if id, ok := st.Identity(s.cfg.FilenameStrategy); !ok || id != want {
+		return false, nil
+	}
+	if s.cfg.PartitionBySubject && (st.Subject == nil || *st.Subject != e.src.Subject) {
+		return false, nil
+	}
+	return true, nil
 }

@@ -31,7 +31,7 @@ type Config struct {
 	FilenameStrategy   string `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (data-shapes §5)."`
 	DuplicatePolicy    string `json:"duplicate_policy" enum:"skip_existing,overwrite,fail" doc:"What happens when the file already exists, e.g. on redelivery."`
 	PayloadMode        string `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record (data-shapes §4)."`
-	Extension          string `json:"extension" doc:"File name extension; defaults to .json, or .json.gz with gzip. Starts with a dot, is not . or .., and holds no / or \\."`
+	Extension          string `json:"extension" doc:"File name extension; defaults to .json, or .json.gz with gzip. Starts with a dot, is not . or .., holds no / or \\, and is at most 75 bytes with filename_strategy stream_sequence, 96 with message_id, 31 with payload_sha256 (the longest name's temporary file must fit in 255 bytes)."`
 	Compression        string `json:"compression" enum:"none,gzip" doc:"Compress each record file."`
 	CompressionLevel   int    `json:"compression_level" min:"1" max:"9" doc:"gzip level."`
 	IncludeMetadata    bool   `json:"include_metadata" doc:"Add the standard metadata document to each record."`
@@ -97,8 +97,38 @@ func (c *Config) rules(p *fields.Problems) {
 	if c.ExtensionSet || c.Extension != "" {
 		if msg := checkExtension(c.Extension); msg != "" {
 			p.Add("extension", msg)
+		} else if max := maxExtension(c.FilenameStrategy); len(c.Extension) > max {
+			// Checked here, not per message: a name over the limit fails
+			// every write alike, which would stall the stream.
+			p.Addf("extension", "is %d bytes; with filename_strategy %s the temporary file name would exceed the 255 bytes a file name may have (at most %d bytes)",
+				len(c.Extension), c.FilenameStrategy, max)
 		}
 	}
+}
+
+// Name lengths, in bytes, that bound the extension: a file name may have
+// nameMax bytes (Linux and the common filesystems); a named temp file adds
+// tempOverhead to the final name (".<name>.<16 hex>.tmp"); a sanitised
+// value is at most safeMax bytes (record.SafeDistinct: 120 kept characters
+// and "-" + 16 hex, or 80 + "-" + 32 hex).
+const (
+	nameMax      = 255
+	tempOverhead = 1 + 1 + 16 + len(tempSuffix)
+	safeKept     = 120
+	safeMax      = safeKept + 1 + 16
+)
+
+// maxExtension returns the longest extension whose worst-case name under
+// strategy still has a temp name of at most nameMax bytes.
+func maxExtension(strategy string) int {
+	stem := safeMax + 1 + 20 // stream_sequence: <stream>-<20 digits>
+	switch strategy {
+	case record.StrategyMessageID:
+		stem = safeKept + 1 + 16 // <safe(id)>-<16 hex>
+	case record.StrategyPayloadSHA256:
+		stem = safeMax + 1 + 64 // <subject>-<64 hex>
+	}
+	return nameMax - tempOverhead - stem
 }
 
 // checkExtension returns the problem with an extension, or "".

@@ -18,10 +18,11 @@ import (
 const (
 	// fileMode is the mode of every file the sink creates (sinks.md §1).
 	fileMode = 0o600
-	// dirMode is used for the root and subject directories the sink creates.
-	// The spec is silent; 0755 (before umask) is what `mkdir -p` gives, and
-	// the records themselves stay private through fileMode.
-	dirMode = 0o755
+	// dirMode is used for the root, its missing parents and the subject
+	// directories the sink creates (before the umask): the owner and its
+	// group may list them, others may not even learn which subjects and
+	// message ids exist. The records themselves are fileMode.
+	dirMode = 0o750
 	// tempSuffix ends every named temp file: .<name>.<16 hex>.tmp.
 	tempSuffix = ".tmp"
 )

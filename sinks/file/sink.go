@@ -224,9 +224,10 @@ func (s *Sink) build(e *sink.Envelope) *entry {
 	}
 	en.name = stem + s.cfg.Extension
 	if s.cfg.PartitionBySubject {
-		en.subdir = record.Safe(e.Subject, "subject")
+		en.subdir = record.SafeDistinct(e.Subject, "subject")
 	}
-	// Safe and FileStem only emit [A-Za-z0-9._-] without a leading dot, so
+	en.src = e
+	// SafeDistinct and FileStem only emit [A-Za-z0-9._-] without a leading dot, so
 	// these hold; checking keeps a future change from writing outside root.
 	if !component(en.name) || en.subdir != "" && !component(en.subdir) {
 		en.res = sink.Failed(sink.AsDestination(fmt.Errorf("file sink path %s (stream seq %d) %w", en.rel(), e.StreamSequence, errEscapes)))

@@ -52,6 +52,9 @@ type Sink struct {
 	tracer    sink.Tracer
 
 	reqSeconds sink.Histogram
+	// responses counts attempts by response class: responses[c] for
+	// classes[c].
+	responses [len(responseClasses)]sink.Counter
 
 	// sleep waits d or until ctx is done; tests replace it to record the
 	// backoff delays without waiting.
@@ -133,7 +136,28 @@ func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	s.spanAttrs = clientAttrs(c.Method, c.URL)
 	s.tracer = deps.Tracing()
 	s.reqSeconds, _ = deps.Meter().Histogram("http_request_seconds", "Duration of one HTTP sink request attempt, response body included.", nil)
+	vec, _ := deps.Meter().CounterVec("http_responses_total", "HTTP sink request attempts by response class (transport_error: no HTTP response).", "class")
+	for i, class := range responseClasses {
+		// Every class exists from the start, at 0, so that a rate over
+		// it is defined before the first failure.
+		s.responses[i] = vec.With(class)
+	}
 	return s, nil
+}
+
+// responseClasses are the values of http_responses_total's class label.
+var responseClasses = [...]string{"2xx", "3xx", "4xx", "5xx", "transport_error"}
+
+const transportError = len(responseClasses) - 1
+
+// responseClass returns the index in responseClasses of a response status.
+// A status outside 200..599 (a 101, or a server's made-up 7xx) is not a
+// valid answer to a request and counts with the server errors.
+func responseClass(code int) int {
+	if code >= 200 && code < 600 {
+		return code/100 - 2
+	}
+	return 3
 }
 
 func set(xs []int) map[int]bool {
@@ -318,6 +342,7 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	resp, err := s.client.Do(req)
 	if err != nil {
 		s.reqSeconds.Observe(time.Since(start).Seconds())
+		s.responses[transportError].Add(1)
 		// Timeouts, refused connections, resets, cancellation: the
 		// outcome is unknown or the endpoint unreachable, so Temporary.
 		// net/http's error includes the method and URL, which carry no
@@ -328,6 +353,7 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	resp.Body.Close()
 	s.reqSeconds.Observe(time.Since(start).Seconds())
 	code := resp.StatusCode
+	s.responses[responseClass(code)].Add(1)
 	span.SetAttributes(sink.Attr{Key: "http.response.status_code", Value: code})
 	switch {
 	case s.success[code]:

@@ -72,7 +72,7 @@ type TLS struct {
 // SASL is the "sasl" object. The password is read from the environment (or
 // a file) when the sink opens, never from the configuration file itself.
 type SASL struct {
-	Mechanism    string  `json:"mechanism" trim:"true" lower:"true" enum:"none,plain,scram-sha-256,scram-sha-512" doc:"SASL mechanism."`
+	Mechanism    string  `json:"mechanism" trim:"true" lower:"true" enum:"none,plain,scram-sha-256,scram-sha-512" doc:"SASL mechanism; plain without tls.enabled is accepted but warned about (the password crosses in clear text)."`
 	Username     *string `json:"username" nonblank:"true" nopad:"true" nocontrol:"true" doc:"User name; required unless mechanism is none."`
 	PasswordEnv  *string `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password; one of password_env, password_file is required unless mechanism is none."`
 	PasswordFile *string `json:"password_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed); alternative to password_env."`
@@ -199,6 +199,19 @@ func (c *Config) rules(p *fields.Problems) {
 			p.Add("sasl.password_env", "set only one of password_env, password_file")
 		}
 	}
+}
+
+var _ sink.Warner = Config{}
+
+// Warnings reports the settings that are accepted but weak: SASL PLAIN
+// without TLS sends the password to the brokers in clear text (accepted for
+// brokers on a trusted network, as the Kafka clients do).
+func (c Config) Warnings() []sink.Problem {
+	if c.SASL.Mechanism == "plain" && !c.TLS.Enabled {
+		return []sink.Problem{{Path: "sasl.mechanism", Message: "plain without tls.enabled sends the SASL password to the brokers in clear text; " +
+			"enable tls (or use scram-sha-512 over TLS)"}}
+	}
+	return nil
 }
 
 // checkTopic returns the problem with a topic name, or "". Kafka itself

@@ -97,6 +97,10 @@ func TestDecodeProblems(t *testing.T) {
 				{Path: "connection.urls[0]", Message: "scheme must be one of nats, tls, ws, wss"},
 				{Path: "connection.urls[1]", Message: "must not include credentials; use user, password_env, token_env, creds_file or nkey_seed_file"},
 			}},
+		// A comma-separated list is what nats.go splits and dials: each
+		// element passes the rules of one URL.
+		{"connection: comma-separated url list", `{"type":"nats","subject":"a","connection":{"url":"nats://h:1,nats://alice:pw@h:2"}}`,
+			[]sink.Problem{{Path: "connection.url", Message: "element 2 of the comma-separated list: must not include credentials; use user, password_env, token_env, creds_file or nkey_seed_file"}}},
 		{"connection: authentication", `{"type":"nats","subject":"a","connection":{"user":"u","token":"t","password":"p","password_env":"P"}}`,
 			[]sink.Problem{
 				{Path: "connection", Message: "configure a single NATS authentication method"},

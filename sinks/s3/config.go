@@ -147,6 +147,10 @@ const (
 	metaSchemaVersion = "nats-sinks-schema-version"
 	metaKeyStrategy   = "nats-sinks-key-strategy"
 	metaMessageIDHash = "nats-sinks-message-id-sha256"
+	// metaIdentityHash is the hex SHA-256 of the message's identity under
+	// the key strategy (record.Identity): how a later write that finds
+	// the key taken tells its own earlier write from another message's.
+	metaIdentityHash = "nats-sinks-idempotency-key-sha256"
 )
 
 // rules checks what the struct tags cannot express: bucket names S3
@@ -305,7 +309,7 @@ func (c *Config) metadataProblems(add addFunc) {
 			add(path, "name must match %s", metaName)
 		case slices.Contains(secretMetadata, lower):
 			add(path, "name %q is reserved for credentials, which must not be stored as object metadata", name)
-		case lower == metaSchema || lower == metaSchemaVersion || lower == metaKeyStrategy || lower == metaMessageIDHash:
+		case lower == metaSchema || lower == metaSchemaVersion || lower == metaKeyStrategy || lower == metaMessageIDHash || lower == metaIdentityHash:
 			// The spec is silent; letting the operator overwrite the
 			// sink's own entries would make objects misdescribe themselves.
 			add(path, "name %q is written by the sink itself", name)
@@ -333,7 +337,7 @@ func (c *Config) maxMetadataSize() int {
 		operator += len(k) + len(v)
 	}
 	common := len(metaSchemaVersion) + 1 + len(metaKeyStrategy) + len(c.KeyStrategy) + operator
-	primary := common + len(metaSchema) + len(ObjectSchema) + len(metaMessageIDHash) + 64
+	primary := common + len(metaSchema) + len(ObjectSchema) + len(metaMessageIDHash) + 64 + len(metaIdentityHash) + 64
 	sidecar := common + len(metaSchema) + len(SidecarSchema)
 	return max(primary, sidecar)
 }

@@ -56,7 +56,7 @@ func TestDecodeFull(t *testing.T) {
 		"key_strategy":"stream_sequence","key_prefix":"prod","object_suffix":".json.gz","duplicate_policy":"replace",
 		"object_format":"payload","metadata_mode":"sidecar","sidecar_suffix":".meta.json","payload_mode":"json_only",
 		"compression":"gzip","content_type":"application/json","object_metadata":{"team":"billing"},
-		"server_side_encryption":"AES256","max_key_bytes":512,"max_object_bytes":1024,"max_metadata_bytes":256,
+		"server_side_encryption":"AES256","max_key_bytes":512,"max_object_bytes":1024,"max_metadata_bytes":400,
 		"request_timeout_seconds":2.5,"max_retries":3,"retry_backoff_ms":100,"retry_max_backoff_ms":1000,
 		"retry_backoff_mode":"linear","retry_backoff_multiplier":1.5,"retry_jitter":"none","durability":"operator_confirmed",
 		"concurrency":16,"existence_check":"head"}`))
@@ -187,7 +187,7 @@ func TestDecodeProblems(t *testing.T) {
 				{Path: "object_metadata.team", Message: "duplicates object_metadata.Team (metadata names are case-insensitive)"},
 			}},
 		{"metadata too large", `{"type":"s3","bucket":"abc","max_metadata_bytes":128,"object_metadata":{"note":"` + strings.Repeat("x", 40) + `"}}`,
-			[]sink.Problem{{Path: "object_metadata", Message: "user metadata of up to 240 bytes exceeds max_metadata_bytes (128)"}}},
+			[]sink.Problem{{Path: "object_metadata", Message: "user metadata of up to 337 bytes exceeds max_metadata_bytes (128)"}}},
 		{"retry max below base", `{"type":"s3","bucket":"abc","retry_backoff_ms":500,"retry_max_backoff_ms":100}`,
 			[]sink.Problem{{Path: "retry_max_backoff_ms", Message: "must be at least retry_backoff_ms (500) (got 100)"}}},
 	} {

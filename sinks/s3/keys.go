@@ -35,9 +35,16 @@ func keyPart(v string) string {
 	return s
 }
 
-// rawKey returns the strategy's part of the object key (data-shapes §11).
-// Missing material is a SerializationError (sinks.md §0.3), except for the
-// core key, whose own error is a ValidationError.
+// part is keyPart(v) made injective: when k() changed v, a short hash of
+// v is appended (record.Distinct), so values that sanitise alike
+// ("order/1", "order_1", "order 1") keep apart; a value k() left alone
+// keeps the key nats-sinks gave it.
+func part(v string) string { return record.Distinct(v, keyPart(v)) }
+
+// rawKey returns the strategy's part of the object key (data-shapes §11),
+// each value made injective by part. Missing material is a
+// SerializationError (sinks.md §0.3), except for the core key, whose own
+// error is a ValidationError.
 func rawKey(strategy string, e *sink.Envelope) (string, error) {
 	switch strategy {
 	case "stream_sequence":
@@ -45,13 +52,13 @@ func rawKey(strategy string, e *sink.Envelope) (string, error) {
 			return "", sink.AsPermanentType(sink.SerializationError,
 				errors.New("stream_sequence key strategy requires JetStream stream and sequence metadata"))
 		}
-		return "stream-sequence/" + keyPart(e.Stream) + "/" + strconv.FormatUint(e.StreamSequence, 10), nil
+		return "stream-sequence/" + part(e.Stream) + "/" + strconv.FormatUint(e.StreamSequence, 10), nil
 	case "message_id":
 		if e.MessageID == "" {
 			return "", sink.AsPermanentType(sink.SerializationError,
 				errors.New("message_id key strategy requires a message id header"))
 		}
-		return "message-id/" + keyPart(e.MessageID), nil
+		return "message-id/" + part(e.MessageID), nil
 	case "payload_sha256":
 		// The spec names no missing material here, but hashing the empty
 		// body of a headers-only message would give every such message of
@@ -62,11 +69,18 @@ func rawKey(strategy string, e *sink.Envelope) (string, error) {
 				errors.New("payload_sha256 key strategy is unavailable because the original payload bytes were omitted"))
 		}
 		sum := sha256.Sum256(e.Data)
-		return "payload-sha256/" + keyPart(e.Subject) + "/" + hex.EncodeToString(sum[:]), nil
+		return "payload-sha256/" + part(e.Subject) + "/" + hex.EncodeToString(sum[:]), nil
 	default: // idempotency_key
 		k, err := record.CoreKey(e)
 		if err != nil {
 			return "", err
+		}
+		// The core key's own ':' separators become '_' as in nats-sinks;
+		// that alone keeps keys apart (the forms differ in their prefix,
+		// a sequence or hash is last and has no '_'). Only when k()
+		// changes the message's value inside it could two keys meet.
+		if v := record.CoreKeyValue(e); keyPart(v) != v {
+			return "idempotency-key/" + record.Distinct(k, keyPart(k)), nil
 		}
 		return "idempotency-key/" + keyPart(k), nil
 	}

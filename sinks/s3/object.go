@@ -27,12 +27,14 @@ type object struct {
 	body     []byte
 	metadata map[string]string // nil when metadata_mode is none
 	gzip     bool              // Content-Encoding: gzip
+	plain    []byte            // body before compression
 }
 
 // prepared is everything written for one message.
 type prepared struct {
-	primary object
-	sidecar *object // nil unless metadata_mode is sidecar
+	primary  object
+	sidecar  *object // nil unless metadata_mode is sidecar
+	identity string  // record.Identity under key_strategy
 }
 
 // prepare builds the objects of e, stored at now. Every error is Permanent:
@@ -41,6 +43,10 @@ func (c *Config) prepare(e *sink.Envelope, now time.Time) (prepared, error) {
 	key, err := c.objectKey(e)
 	if err != nil {
 		return prepared{}, err
+	}
+	id, err := record.Identity(c.KeyStrategy, e)
+	if err != nil {
+		return prepared{}, err // unreachable: objectKey needed the same material
 	}
 	p, err := record.NormalisePayload(e, record.PayloadMode(c.PayloadMode))
 	if err != nil {
@@ -54,7 +60,7 @@ func (c *Config) prepare(e *sink.Envelope, now time.Time) (prepared, error) {
 	if len(body) > c.MaxObjectBytes {
 		return prepared{}, tooLarge("S3 object", len(body), c.MaxObjectBytes)
 	}
-	out := prepared{primary: object{key: key, body: body}}
+	out := prepared{primary: object{key: key, body: body, plain: body}, identity: id}
 	if c.Compression == "gzip" {
 		if out.primary.body, err = gzipBytes(body); err != nil {
 			return prepared{}, err
@@ -70,6 +76,7 @@ func (c *Config) prepare(e *sink.Envelope, now time.Time) (prepared, error) {
 	if out.primary.metadata, err = c.userMetadata(ObjectSchema, e.MessageID); err != nil {
 		return prepared{}, err
 	}
+	out.primary.metadata[metaIdentityHash] = sha256Hex(id)
 	if c.MetadataMode != "sidecar" {
 		return out, nil
 	}
@@ -171,8 +178,7 @@ func (c *Config) userMetadata(schema, messageID string) (map[string]string, erro
 		m[k] = v
 	}
 	if messageID != "" {
-		sum := sha256.Sum256([]byte(messageID))
-		m[metaMessageIDHash] = hex.EncodeToString(sum[:])
+		m[metaMessageIDHash] = sha256Hex(messageID)
 	}
 	n := 0
 	for k, v := range m {
@@ -185,6 +191,11 @@ func (c *Config) userMetadata(schema, messageID string) (map[string]string, erro
 			fmt.Errorf("S3 user metadata of %d bytes exceeds max_metadata_bytes (%d)", n, c.MaxMetadataBytes))
 	}
 	return m, nil
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // gzipWriters reuses compressors: a new gzip.Writer allocates about 800 kB

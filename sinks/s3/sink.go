@@ -2,11 +2,13 @@ package s3sink
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -25,6 +27,7 @@ import (
 
 	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/internal/fanout"
+	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -152,7 +155,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	}
 	s.headMode.Store(c.ExistenceCheck == "head")
 	m := deps.Meter()
-	s.putSeconds, _ = m.Histogram("s3_put_seconds", "Duration of one S3 request attempt (PUT, or HEAD in head mode).", nil)
+	s.putSeconds, _ = m.Histogram("s3_put_seconds", "Duration of one S3 request attempt (PUT; HEAD in head mode and to check an existing object; GET to read one without identity metadata).", nil)
 	s.duplicates, _ = m.Counter("s3_duplicates_total", "Messages whose S3 object already existed (reported Duplicate).")
 	return s, nil
 }
@@ -239,6 +242,15 @@ func (s *Sink) write(ctx context.Context, e *sink.Envelope) sink.Result {
 	}
 	if existed && s.cfg.DuplicatePolicy == "fail_existing" {
 		return sink.Failed(sink.AsPermanent(fmt.Errorf("%w: %s", errKeyExists, p.primary.key)))
+	}
+	if existed {
+		// skip_existing: the object is this message's earlier write only
+		// if it says so. Another message's object under the same key
+		// (written before keys were made distinct, or a hash collision)
+		// must not swallow this message as a duplicate.
+		if err := s.checkSame(ctx, p); err != nil {
+			return sink.Failed(fmt.Errorf("s3 object %s (stream seq %d): %w", p.primary.key, e.StreamSequence, err))
+		}
 	}
 	if p.sidecar != nil {
 		// Also after an existing object: a crash between the two PUTs
@@ -367,16 +379,121 @@ func contentMD5(body []byte) string {
 // head reports whether key exists. A 404 is "no"; anything else that is not
 // a 200 is an error.
 func (s *Sink) head(ctx context.Context, key string) (bool, error) {
+	_, ok, err := s.headMeta(ctx, key)
+	return ok, err
+}
+
+// headMeta is head that also returns the object's user metadata, with
+// lower-cased names.
+func (s *Sink) headMeta(ctx context.Context, key string) (map[string]string, bool, error) {
 	start := time.Now()
-	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: aws.String(key)})
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: aws.String(key)})
 	s.putSeconds.Observe(time.Since(start).Seconds())
 	if err == nil {
-		return true, nil
+		meta := make(map[string]string, len(out.Metadata))
+		for k, v := range out.Metadata {
+			meta[strings.ToLower(k)] = v
+		}
+		return meta, true, nil
 	}
 	if status, _ := response(err); status == http.StatusNotFound {
-		return false, nil
+		return nil, false, nil
 	}
-	return false, err
+	return nil, false, err
+}
+
+// errOtherMessage reports an object at a message's key that belongs to
+// another message.
+var errOtherMessage = errors.New("S3 object key exists and holds another message's object")
+
+// errGone reports an object that vanished between the store's "exists"
+// and the read of its identity.
+var errGone = errors.New("S3 object disappeared after the store reported it exists")
+
+// maxCompareBytes bounds the body read to compare an existing object:
+// max_object_bytes plus room for a store's framing.
+func (s *Sink) maxCompareBytes() int64 { return int64(s.cfg.MaxObjectBytes) + 1<<16 }
+
+// checkSame returns nil when the existing object at p's key is this
+// message's, a Permanent errOtherMessage when it is another's, and a
+// classified error when that cannot be found out now. The object's
+// identity comes from its metadata (metaIdentityHash); an object without
+// it (metadata_mode none, or written by an earlier version or nats-sinks)
+// is read: an envelope body names its message, and a payload body is
+// this message's when it holds the same bytes (then nothing of this
+// message is missing from the store).
+func (s *Sink) checkSame(ctx context.Context, p prepared) error {
+	var meta map[string]string
+	var found bool
+	err := s.retry(ctx, func(actx context.Context) error {
+		var herr error
+		meta, found, herr = s.headMeta(actx, p.primary.key)
+		return herr
+	})
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return errGone // Temporary: the redelivery writes it again
+	}
+	if h, ok := meta[metaIdentityHash]; ok {
+		if h != sha256Hex(p.identity) {
+			return sink.AsPermanent(errOtherMessage)
+		}
+		return nil
+	}
+	var body []byte
+	err = s.retry(ctx, func(actx context.Context) error {
+		var gerr error
+		body, found, gerr = s.get(actx, p.primary.key)
+		return gerr
+	})
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return errGone
+	}
+	if len(body) >= 2 && body[0] == 0x1f && body[1] == 0x8b {
+		zr, zerr := gzip.NewReader(bytes.NewReader(body))
+		if zerr == nil {
+			body, zerr = io.ReadAll(io.LimitReader(zr, s.maxCompareBytes()))
+		}
+		if zerr != nil {
+			return sink.AsPermanent(errOtherMessage) // not an object of ours
+		}
+	}
+	if s.cfg.ObjectFormat == "payload" {
+		if !bytes.Equal(body, p.primary.plain) {
+			return sink.AsPermanent(errOtherMessage)
+		}
+		return nil
+	}
+	st, ok := record.ParseStored(body)
+	if !ok {
+		return sink.AsPermanent(errOtherMessage)
+	}
+	if id, ok := st.Identity(s.cfg.KeyStrategy); !ok || id != p.identity {
+		return sink.AsPermanent(errOtherMessage)
+	}
+	return nil
+}
+
+// get reads an object's body (at most maxCompareBytes); found is false
+// for a 404.
+func (s *Sink) get(ctx context.Context, key string) (body []byte, found bool, err error) {
+	start := time.Now()
+	defer func() { s.putSeconds.Observe(time.Since(start).Seconds()) }()
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: aws.String(key)})
+	if err != nil {
+		if status, code := response(err); status == http.StatusNotFound || code == "NoSuchKey" {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	defer out.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(out.Body, s.maxCompareBytes()))
+	return body, err == nil, err
 }
 
 // response returns the HTTP status and S3 error code of err; status 0 means

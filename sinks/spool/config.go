@@ -244,13 +244,13 @@ func checkKeySources(p *fields.Problems, path string, value *secret.Value, env, 
 // Warnings returns the load warnings of the configuration, with paths
 // relative to the sink object: plaintext records, and encryption rules the
 // spool sink ignores.
-func (c Config) Warnings() []string {
-	var w []string
+func (c Config) Warnings() []sink.Problem {
+	var w []sink.Problem
 	if !c.Encryption.Enabled {
-		w = append(w, "allow_unencrypted: spool records are written unencrypted")
+		w = append(w, sink.Problem{Path: "allow_unencrypted", Message: "spool records are written unencrypted"})
 	}
 	if len(c.Encryption.Rules) > 0 {
-		w = append(w, "encryption.rules: ignored by the spool sink (records use the section's own key)")
+		w = append(w, sink.Problem{Path: "encryption.rules", Message: "ignored by the spool sink (records use the section's own key)"})
 	}
 	return w
 }
@@ -279,3 +279,4 @@ func (c Config) ResolvedDirectory() (string, error) {
 	}
 	return filepath.Abs(dir)
 }
+var _ sink.Warner = Config{}

@@ -140,9 +140,9 @@ func diff(a, b []string) string { return cmp.Diff(a, b) }
 func TestWarnings(t *testing.T) {
 	c := plain(t)
 	c.Encryption.Rules = []EncryptionRule{{Subject: "a.>"}}
-	want := []string{
-		"allow_unencrypted: spool records are written unencrypted",
-		"encryption.rules: ignored by the spool sink (records use the section's own key)",
+	want := []sink.Problem{
+		{Path: "allow_unencrypted", Message: "spool records are written unencrypted"},
+		{Path: "encryption.rules", Message: "ignored by the spool sink (records use the section's own key)"},
 	}
 	if d := cmp.Diff(want, c.Warnings()); d != "" {
 		t.Errorf("Warnings (-want +got):\n%s", d)

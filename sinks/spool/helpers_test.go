@@ -130,11 +130,14 @@ type counter struct {
 	name string
 }
 
-func (c counter) Add(n int)                { c.m.mu.Lock(); c.m.counters[c.name] += n; c.m.mu.Unlock() }
-func (c counter) With(string) sink.Counter { return c }
+func (c counter) Add(n int)                   { c.m.mu.Lock(); c.m.counters[c.name] += n; c.m.mu.Unlock() }
+func (c counter) With(...string) sink.Counter { return c }
 
 func (m *metrics) Counter(name, _ string) (sink.Counter, error) { return counter{m, name}, nil }
 func (m *metrics) Gauge(name, _ string) (sink.Gauge, error)     { return gauge{m, name}, nil }
+func (m *metrics) CounterVec(name, _ string, _ ...string) (sink.CounterVec, error) {
+	return counter{m, name}, nil
+}
 func (m *metrics) Histogram(string, string, []float64) (sink.Histogram, error) {
 	return nil, errors.New("unused")
 }

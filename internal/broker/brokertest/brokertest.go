@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,4 +271,19 @@ func writePEM(t testing.TB, path, typ string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// CounterVec returns the counter family named name; each label combination
+// counts under "name{v1,v2,…}".
+func (m *Metrics) CounterVec(name, _ string, _ ...string) (sink.CounterVec, error) {
+	return counterVec{m, name}, nil
+}
+
+type counterVec struct {
+	m    *Metrics
+	name string
+}
+
+func (v counterVec) With(values ...string) sink.Counter {
+	return instrument{v.m, v.name + "{" + strings.Join(values, ",") + "}"}
 }
