@@ -34,6 +34,7 @@ func TestScripts(t *testing.T) {
 			"consumer":   cmdConsumer,
 			"waitacked":  cmdWaitAcked,
 			"msgs":       cmdMsgs,
+			"consumers":  cmdConsumers,
 		},
 	})
 }
@@ -181,4 +182,31 @@ func cmdMsgs(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("stream %s has %s consumers, want %s", args[0], got, args[4])
 		}
 	}
+}
+
+// consumers STREAM N waits (up to 30 s) until stream has N consumers.
+func cmdConsumers(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: consumers STREAM N")
+	}
+	want, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	nc, js := jetStream(ts)
+	defer nc.Close()
+	got := -1
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := js.Stream(ctx, args[0])
+		if err == nil {
+			var info *jetstream.StreamInfo
+			if info, err = st.Info(ctx); err == nil {
+				got = info.State.Consumers
+			}
+		}
+		cancel()
+		if got == want {
+			return
+		}
+	}
+	ts.Fatalf("stream %s has %d consumers after 30s, want %d", args[0], got, want)
 }

@@ -94,7 +94,7 @@ func (c *Client) refused(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for w := range c.waiting {
-		if inbox || strings.Contains(text, `"`+w.subject+`"`) {
+		if inbox || strings.Contains(text, `"`+w.subject+`"`) || strings.Contains(text, `"`+w.subject+`.`) {
 			w.cancel(&RefusedError{Subject: w.subject, Err: err})
 		}
 	}
@@ -113,8 +113,10 @@ func (e *RefusedError) Error() string {
 func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Watch returns a context that ends with a *RefusedError cause when the
-// server refuses a publish to subject, and a function to stop watching.
-// Publishers other than Request (a JetStream publish) use it.
+// server refuses a publish to subject or to a subject below it (nats.go
+// appends the filter to CONSUMER.CREATE subjects), and a function to stop
+// watching. Requests made through nats.go's jetstream package and
+// JetStream publishes use it.
 func (c *Client) Watch(ctx context.Context, subject string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &waiter{subject: subject, cancel: cancel}
