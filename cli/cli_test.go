@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
@@ -35,6 +37,7 @@ func TestScripts(t *testing.T) {
 			"waitacked":  cmdWaitAcked,
 			"msgs":       cmdMsgs,
 			"consumers":  cmdConsumers,
+			"readyz":     cmdReadyz,
 		},
 	})
 }
@@ -209,4 +212,26 @@ func cmdConsumers(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("stream %s has %d consumers after 30s, want %d", args[0], got, want)
+}
+
+// readyz CODE STATUS serves /readyz answering CODE with {"status":STATUS}
+// (what a run process's endpoint answers), sets $READYZ_ADDR to its
+// host:port and stops it when the script ends.
+func cmdReadyz(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: readyz CODE STATUS")
+	}
+	code, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"checks":{},"status":%q}`+"\n", args[1])
+	}))
+	ts.Defer(srv.Close)
+	ts.Setenv("READYZ_ADDR", srv.Listener.Addr().String())
 }

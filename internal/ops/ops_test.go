@@ -32,3 +32,18 @@ func TestParseTime(t *testing.T) {
 		}
 	}
 }
+
+func TestReadyzAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		":9464":          "127.0.0.1:9464",
+		"0.0.0.0:9464":   "127.0.0.1:9464",
+		"[::]:9464":      "[::1]:9464",
+		"10.0.0.5:9464":  "10.0.0.5:9464",
+		"[::1]:9464":     "[::1]:9464",
+		"localhost:9464": "localhost:9464",
+	} {
+		if got := ReadyzAddress(in); got != want {
+			t.Errorf("ReadyzAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
