@@ -126,6 +126,16 @@ func runReplay(env *Env, args []string) int {
 	if err != nil {
 		return failed(err)
 	}
+	// Refusals of optional start-up reads (the progress probe, the DLQ
+	// duplicate-window check) were warned about or skipped; from here on
+	// every refusal stops the replay.
+	for drained := false; !drained; {
+		select {
+		case <-conn.api.Violations():
+		default:
+			drained = true
+		}
+	}
 	started := time.Now()
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -145,6 +155,11 @@ func runReplay(env *Env, args []string) int {
 		select {
 		case <-sigs:
 			interrupted = true
+		case v := <-conn.api.Violations():
+			// A refused pull request looks like an empty fetch and a
+			// refused ACK like a sent one: without the permission the
+			// replay would wait forever.
+			runFailure = v
 		case err := <-runErr:
 			runErr <- err
 			if err == nil {

@@ -50,8 +50,9 @@ type Client struct {
 	timeout time.Duration
 	prev    nats.ErrHandler
 
-	mu      sync.Mutex
-	waiting map[*waiter]struct{}
+	mu         sync.Mutex
+	waiting    map[*waiter]struct{}
+	violations chan error
 }
 
 type waiter struct {
@@ -62,17 +63,27 @@ type waiter struct {
 // New returns a Client for nc using prefix (see Prefix). It wraps nc's
 // error handler to see permission violations; Close restores it.
 func New(nc *nats.Conn, prefix string) *Client {
-	c := &Client{nc: nc, prefix: prefix, timeout: DefaultTimeout, prev: nc.ErrorHandler(), waiting: map[*waiter]struct{}{}}
+	c := &Client{nc: nc, prefix: prefix, timeout: DefaultTimeout, prev: nc.ErrorHandler(), waiting: map[*waiter]struct{}{},
+		violations: make(chan error, 16)}
 	nc.SetErrorHandler(func(conn *nats.Conn, s *nats.Subscription, err error) {
 		if c.prev != nil {
 			c.prev(conn, s, err)
 		}
 		if errors.Is(err, nats.ErrPermissionViolation) {
 			c.refused(err)
+			select {
+			case c.violations <- err:
+			default: // a burst of the same refusal: the first ones tell
+			}
 		}
 	})
 	return c
 }
+
+// Violations delivers the permission violations the server reports on the
+// connection, whatever request or publish caused them (a refused pull
+// request or ACK is not a request with a reply).
+func (c *Client) Violations() <-chan error { return c.violations }
 
 // Close restores the connection's error handler.
 func (c *Client) Close() { c.nc.SetErrorHandler(c.prev) }
