@@ -119,12 +119,58 @@ func runReplay(env *Env, args []string) int {
 		}
 	}()
 
-	tracker := ops.NewTracker(plan.EndSeq, plan.Total)
-	p, err := pipeline.Start(startCtx, cfg, pipeline.Options{Env: config.Env(env.Getenv), Logger: log, Conn: conn.nc,
-		Consumer: tracker.Wrap(plan.Consumer), Settled: tracker.Settled, Version: Version})
-	cancelStart()
+	var prog *progress
+	if !*noProgress && isTerminal(env.Stderr) {
+		prog = &progress{w: env.Stderr, stream: plan.Stream, total: plan.Total}
+	}
+	po := pipeline.Options{Env: config.Env(env.Getenv), Logger: log, Version: Version}
+	res, err := runReplayPlan(startCtx, cfg, conn, plan, po, prog, sigs)
 	if err != nil {
 		return failed(err)
+	}
+	if res.forced {
+		fmt.Fprintln(env.Stderr, "Stream replay failed: forced shutdown")
+		return exitRuntime
+	}
+	done, counts, elapsed, runFailure := res.done, res.counts, res.elapsed, res.failure
+	if runFailure != nil {
+		fmt.Fprintf(env.Stderr, "Stream replay failed: %v\n", runFailure)
+	}
+	word := "complete"
+	if !done {
+		word = "incomplete"
+	}
+	fmt.Fprintf(env.Stdout, "Stream replay %s: stream=%s first_seq=%d end_seq=%d messages=%d written=%d duplicates=%d dead_lettered=%d failed=%d elapsed=%.1fs\n",
+		word, plan.Stream, plan.FirstSeq, plan.EndSeq, counts.Messages(), counts.Written, counts.Duplicates,
+		counts.DeadLettered, counts.Failed, elapsed.Seconds())
+	if done && counts.Failed == 0 {
+		return exitOK
+	}
+	return exitRuntime
+}
+
+// replayResult is how a replay ended.
+type replayResult struct {
+	done    bool // every message of the range settled
+	forced  bool // a second signal cut the drain short
+	counts  ops.ReplayCounts
+	elapsed time.Duration // from the runner's start until done or stopped
+	failure error         // why the replay stopped early, if it did
+}
+
+// runReplayPlan runs plan through the pipeline, configured by cfg and po
+// (Conn, Consumer and Settled are set here), until the range is done, a
+// signal arrives on sigs (nil: never) or the replay fails; it drains as run
+// does. The error is a start-up failure.
+func runReplayPlan(startCtx context.Context, cfg *config.Config, conn *opsConn, plan *ops.Replay, po pipeline.Options,
+	prog *progress, sigs <-chan os.Signal) (replayResult, error) {
+	tracker := ops.NewTracker(plan.EndSeq, plan.Total)
+	po.Conn, po.Consumer, po.Settled = conn.nc, tracker.Wrap(plan.Consumer), tracker.Settled
+	sctx, cancel := context.WithCancel(startCtx) // as for run: start-up only
+	p, err := pipeline.Start(sctx, cfg, po)
+	cancel()
+	if err != nil {
+		return replayResult{}, err
 	}
 	// Refusals of optional start-up reads (the progress probe, the DLQ
 	// duplicate-window check) were warned about or skipped; from here on
@@ -142,10 +188,6 @@ func runReplay(env *Env, args []string) int {
 	runErr := make(chan error, 1)
 	go func() { runErr <- p.Run(runCtx) }()
 
-	var prog *progress
-	if !*noProgress && isTerminal(env.Stderr) {
-		prog = &progress{w: env.Stderr, stream: plan.Stream, total: plan.Total}
-	}
 	interrupted, done := false, false
 	var runFailure error
 	tick := time.NewTicker(200 * time.Millisecond) // progress: at most 5 updates per second
@@ -166,7 +208,7 @@ func runReplay(env *Env, args []string) int {
 				err = errors.New("the runner stopped")
 			}
 			runFailure = err
-		case <-tracker.Changed():
+		case <-tracker.Idle():
 			done = tracker.Done(emptyAt)
 		case <-tick.C:
 			// Once the consumer had nothing left to deliver, the range's
@@ -196,8 +238,7 @@ func runReplay(env *Env, args []string) int {
 			runFailure = err
 		}
 	case <-sigs:
-		fmt.Fprintln(env.Stderr, "Stream replay failed: forced shutdown")
-		return exitRuntime
+		return replayResult{forced: true}, nil
 	}
 	p.Close(5 * time.Second)
 	counts := tracker.Counts()
@@ -205,20 +246,7 @@ func runReplay(env *Env, args []string) int {
 		prog.update(counts.Messages(), false)
 		prog.finish()
 	}
-	if runFailure != nil {
-		fmt.Fprintf(env.Stderr, "Stream replay failed: %v\n", runFailure)
-	}
-	word := "complete"
-	if !done {
-		word = "incomplete"
-	}
-	fmt.Fprintf(env.Stdout, "Stream replay %s: stream=%s first_seq=%d end_seq=%d messages=%d written=%d duplicates=%d dead_lettered=%d failed=%d elapsed=%.1fs\n",
-		word, plan.Stream, plan.FirstSeq, plan.EndSeq, counts.Messages(), counts.Written, counts.Duplicates,
-		counts.DeadLettered, counts.Failed, elapsed.Seconds())
-	if done && counts.Failed == 0 {
-		return exitOK
-	}
-	return exitRuntime
+	return replayResult{done: done, counts: counts, elapsed: elapsed, failure: runFailure}, nil
 }
 
 // duplicateModel returns the sink's duplicate model and whether it absorbs

@@ -48,6 +48,9 @@ var ErrNoEntry = errors.New("no DLQ entry")
 // the DLQ subject.
 func (d *DLQ) Get(ctx context.Context, seq uint64) (*dlq.Entry, error) {
 	m, err := d.API.GetMsg(ctx, d.Stream, jsapi.GetMsgRequest{Seq: seq})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, d.missing()
+	}
 	if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Subject != d.Subject {
 		return nil, fmt.Errorf("%w with sequence %d on %s", ErrNoEntry, seq, d.Subject)
 	}
@@ -73,6 +76,8 @@ func (d *DLQ) Scan(ctx context.Context, from uint64, since time.Time, fn func(*d
 		}
 		m, err := d.API.GetMsg(ctx, d.Stream, req)
 		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			return d.missing()
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			return nil
 		case err != nil && req.StartTime != nil && isAPIError(err):
@@ -88,6 +93,12 @@ func (d *DLQ) Scan(ctx context.Context, from uint64, since time.Time, fn func(*d
 		}
 		seq = m.Seq + 1
 	}
+}
+
+// missing is the error for a DLQ stream that does not exist (only a
+// --dlq-stream name can be one).
+func (d *DLQ) missing() error {
+	return configError("--dlq-stream: stream %q not found", d.Stream)
 }
 
 // isAPIError reports whether the server answered with an error (as

@@ -412,14 +412,14 @@ type Tracker struct {
 	fetching    map[uint64]time.Time // fetches in progress, by id: their start
 	nextFetch   uint64
 	counts      ReplayCounts
-	changed     chan struct{} // closed and replaced on every settlement
+	idle        chan struct{} // gets a value when the last outstanding message settles
 }
 
 // NewTracker returns a tracker for a range ending at end holding total
 // messages (-1 when unknown).
 func NewTracker(end uint64, total int) *Tracker {
 	return &Tracker{end: end, total: total, outstanding: map[uint64]struct{}{}, fetching: map[uint64]time.Time{},
-		changed: make(chan struct{})}
+		idle: make(chan struct{}, 1)}
 }
 
 // Settled is the runner's Settled hook.
@@ -441,8 +441,14 @@ func (t *Tracker) Settled(msg jetstream.Msg, s runner.Settlement) {
 	case runner.SettledGivenUp:
 		t.counts.Failed++
 	}
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if len(t.outstanding) == 0 {
+		// Only now can the replay be done; waking the caller on every
+		// settlement would cost more than the settlement.
+		select {
+		case t.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Counts returns the outcomes so far.
@@ -452,16 +458,15 @@ func (t *Tracker) Counts() ReplayCounts {
 	return t.counts
 }
 
-// Changed returns a channel closed at the next settlement.
-func (t *Tracker) Changed() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.changed
-}
+// Idle returns a channel that receives when the last outstanding message
+// of the range settled: the moment to check Done.
+func (t *Tracker) Idle() <-chan struct{} { return t.idle }
 
 // Done reports whether the replay is complete: no delivered message of the
-// range is unsettled, and a delivery above the end was seen or — when
-// emptyAt is set — consumer info read at emptyAt showed nothing pending.
+// range is unsettled, and every message of the range was delivered: as
+// many first deliveries as the range's total were seen, or a delivery
+// above the end, or — when emptyAt is set — consumer info read at emptyAt
+// showed nothing pending.
 // In the second case every fetch that began before emptyAt must have
 // returned, so that what it delivered is known.
 func (t *Tracker) Done(emptyAt time.Time) bool {
@@ -470,7 +475,10 @@ func (t *Tracker) Done(emptyAt time.Time) bool {
 	if len(t.outstanding) > 0 {
 		return false
 	}
-	if t.above {
+	// Every message has exactly one first delivery, and the total is
+	// never below the number of messages the range holds (PlanReplay
+	// counts the messages after it first).
+	if t.above || t.total >= 0 && t.firsts >= t.total {
 		return true
 	}
 	if emptyAt.IsZero() {
