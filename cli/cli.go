@@ -103,6 +103,7 @@ func Commands() []Command {
 		{"run", "CONFIG [--log-level LEVEL] [--dry-run]", "run the sink until SIGINT/SIGTERM", runRun},
 		{"version", "[--format text|json]", "print version information", runVersion},
 		{"schema", "[--output FILE]", "print the configuration's JSON Schema", runSchema},
+		{"replay-spool", replaySpoolUsage, "drain a spool directory into the sink of a second configuration", runReplaySpool},
 		{"decrypt", "[INPUT] [--key-env NAME] [--key KEY_ID=ENV]... [--output FILE]", "decrypt a stored encryption envelope", runDecrypt},
 		{"demo", "[--dir DIR] [--port N] [--timeout SECONDS] [--keep-running] [--format table|json]", "zero-setup tour on an embedded NATS server", runDemo},
 		{"bench", "[flags]", "measure throughput against a temporary stream", runBench},

@@ -25,7 +25,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/seal"
 	"github.com/nats-sinks/nats-sink/internal/subject"
-	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 const (
@@ -66,7 +66,7 @@ func runDLQ(env *Env, args []string) int {
 // dlqFailed prints a dlq runtime failure, or a configuration error, and
 // returns the exit code.
 func dlqFailed(env *Env, err error) int {
-	if ops.IsConfigError(err) || pipeline.IsConfigError(err) {
+	if errors.Is(err, sink.ErrConfig) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 		return exitConfig
 	}

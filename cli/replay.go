@@ -16,11 +16,13 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/ops"
 	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	"github.com/nats-sinks/nats-sink/sinks/mysql"
 	"github.com/nats-sinks/nats-sink/sinks/oracle"
 	"github.com/nats-sinks/nats-sink/sinks/postgres"
 	"github.com/nats-sinks/nats-sink/sinks/s3"
+	"github.com/nats-sinks/nats-sink/sinks/spool"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -89,7 +91,7 @@ func runReplay(env *Env, args []string) int {
 	}
 
 	failed := func(err error) int {
-		if ops.IsConfigError(err) || pipeline.IsConfigError(err) {
+		if errors.Is(err, sink.ErrConfig) {
 			return configErr(err)
 		}
 		fmt.Fprintf(env.Stderr, "Stream replay failed: %v\n", err)
@@ -258,6 +260,8 @@ func duplicateModel(cfg *config.Config) (string, bool) {
 		return c.DuplicatePolicy, c.DuplicatePolicy != "fail"
 	case s3sink.Config:
 		return c.DuplicatePolicy, c.DuplicatePolicy != "fail_existing"
+	case spool.Config:
+		return c.DuplicatePolicy, c.DuplicatePolicy != "fail"
 	case postgres.Config:
 		return c.Mode, sqlAbsorbs(c.Mode)
 	case sqlite.Config:

@@ -1,6 +1,11 @@
 package cli
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/sinks/builtin"
+)
 
 func TestProgressLine(t *testing.T) {
 	for _, tt := range []struct {
@@ -18,6 +23,36 @@ func TestProgressLine(t *testing.T) {
 	} {
 		if got := progressLine("ORDERS", tt.done, tt.total, tt.rate, tt.paused); got != tt.want {
 			t.Errorf("progressLine(%d, %d, %v, %v) =\n%q, want\n%q", tt.done, tt.total, tt.rate, tt.paused, got, tt.want)
+		}
+	}
+}
+
+func TestDuplicateModel(t *testing.T) {
+	for _, tt := range []struct {
+		sink    string
+		absorbs bool
+	}{
+		{`{"type": "file", "directory": "d"}`, true},
+		{`{"type": "file", "directory": "d", "duplicate_policy": "fail"}`, false},
+		{`{"type": "file", "directory": "d", "duplicate_policy": "overwrite"}`, true},
+		{`{"type": "sqlite", "path": "x.db", "mode": "insert"}`, false},
+		{`{"type": "sqlite", "path": "x.db"}`, true},
+		{`{"type": "postgres", "host": "h", "database": "d", "user": "u", "password": "p", "mode": "insert"}`, false},
+		{`{"type": "postgres", "host": "h", "database": "d", "user": "u", "password": "p", "mode": "insert_ignore"}`, true},
+		{`{"type": "mysql", "host": "h", "database": "d", "user": "u", "password": "p", "mode": "append"}`, false},
+		{`{"type": "s3", "bucket": "audit-bucket", "duplicate_policy": "fail_existing"}`, false},
+		{`{"type": "s3", "bucket": "audit-bucket"}`, true},
+		{`{"type": "spool", "directory": "d", "allow_unencrypted": true, "duplicate_policy": "fail"}`, false},
+		{`{"type": "http", "url": "https://example.com/hook"}`, true},
+	} {
+		doc := `{"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "sink": ` + tt.sink + `}`
+		cfg, err := config.Parse([]byte(doc), "t.json", builtin.Registry(), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Errorf("%s: %v", tt.sink, err)
+			continue
+		}
+		if model, absorbs := duplicateModel(cfg); absorbs != tt.absorbs {
+			t.Errorf("duplicateModel(%s) = %q, %v; want absorbs %v", tt.sink, model, absorbs, tt.absorbs)
 		}
 	}
 }

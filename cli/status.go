@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -137,7 +138,7 @@ func (st *statusRun) refresh(ctx context.Context) (*ops.Status, error) {
 	in := ops.StatusInput{Config: st.cfg, DLQStream: st.dlqStream, Limits: st.limits}
 	if st.conn == nil {
 		conn, err := connectOps(st.env, st.cfg)
-		if pipeline.IsConfigError(err) {
+		if errors.Is(err, sink.ErrConfig) {
 			return nil, err
 		}
 		st.conn, in.ConnErr = conn, err
@@ -150,7 +151,7 @@ func (st *statusRun) refresh(ctx context.Context) (*ops.Status, error) {
 		if st.sink == nil {
 			// Opened once and kept across refreshes, as test-sink opens
 			// it: configuration problems are exit 2 here too.
-			if err := st.openSink(ctx); pipeline.IsConfigError(err) {
+			if err := st.openSink(ctx); errors.Is(err, sink.ErrConfig) {
 				return nil, err
 			}
 		}
@@ -163,11 +164,14 @@ func (st *statusRun) refresh(ctx context.Context) (*ops.Status, error) {
 func (st *statusRun) openSink(ctx context.Context) error {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var nc *nats.Conn // a NATS republish sink with connection null reuses it
-	if st.conn != nil {
-		nc = st.conn.nc
+	// A NATS republish sink with connection null reuses the connection.
+	conn := func() (*nats.Conn, error) {
+		if st.conn == nil {
+			return nil, errors.New("not connected to NATS")
+		}
+		return st.conn.nc, nil
 	}
-	s, err := pipeline.OpenSink(octx, st.cfg, nil, telemetry.NewLogger(st.env.Stderr, st.cfg.Logging.Format, "ERROR"), nc, config.Env(st.env.Getenv))
+	s, err := pipeline.OpenSink(octx, st.cfg, nil, telemetry.NewLogger(st.env.Stderr, st.cfg.Logging.Format, "ERROR"), conn, config.Env(st.env.Getenv))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/nats-sinks/nats-sink/internal/broker/mqtttest"
 )
 
 // The tests in this file measure sink throughput through the real binary's
@@ -433,4 +437,85 @@ func countFiles(t *testing.T, dir string) int {
 		t.Fatalf("walk %s: %v", dir, err)
 	}
 	return n
+}
+
+// TestBenchBrokers measures the broker sinks against the machine's Redis
+// (dedupe window 120 s, the default; envelope and payload records) and RabbitMQ (a durable quorum queue
+// bound with "#"), and a test-owned Mosquitto with a QoS 2 subscriber, at
+// QoS 1 and QoS 2, alternating run by run. The servers are separate
+// processes here: the cores they use are not in the test process's CPU.
+func TestBenchBrokers(t *testing.T) {
+	scale := benchSkip(t)
+	n := int(20000 * scale)
+	got := series{}
+	type target struct {
+		name  string
+		setup func(t *testing.T) (sink map[string]any, stored func() int)
+	}
+	targets := []target{
+		{"redis", func(t *testing.T) (map[string]any, func() int) {
+			dest := newRedisDest(t)
+			return dest.sink(120000), func() int { return dest.entries(t) }
+		}},
+		// The envelope's metadata document is most of an entry's ~2.3 KB;
+		// without it Redis does far less work per add.
+		{"redis payload", func(t *testing.T) (map[string]any, func() int) {
+			dest := newRedisDest(t)
+			s := dest.sink(120000)
+			s["record_format"] = "payload"
+			return s, func() int { return dest.entries(t) }
+		}},
+		{"rabbitmq", func(t *testing.T) (map[string]any, func() int) {
+			dest := newRabbitDest(t)
+			return dest.sink(), func() int {
+				ch, err := dest.admin.Channel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ch.Close()
+				q, err := ch.QueueDeclarePassive(dest.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return q.Messages
+			}
+		}},
+	}
+	for _, qos := range []int{1, 2} {
+		targets = append(targets, target{fmt.Sprintf("mqtt qos %d", qos), func(t *testing.T) (map[string]any, func() int) {
+			dest := newMQTTDest(t, mqtttest.Options{}, "", "")
+			s := dest.sink(qos)
+			s["max_inflight"] = 1000
+			return s, func() int {
+				ms := dest.sub.WaitFor(n, time.Minute)
+				seen := map[string]bool{}
+				for _, m := range ms {
+					seen[m.Properties["nats-sinks-idempotency-key"]] = true
+				}
+				return len(seen)
+			}
+		}})
+	}
+	for run := 1; run <= benchRuns(t); run++ {
+		for _, tg := range targets {
+			t.Run(fmt.Sprintf("%s/%d", strings.ReplaceAll(tg.name, " ", "-"), run), func(t *testing.T) {
+				sinkCfg, stored := tg.setup(t)
+				// The sinks' default: the e2e tests' short timeout would turn
+				// slow confirms on a loaded machine into redeliveries.
+				delete(sinkCfg, "publish_timeout_ms")
+				typ := sinkCfg["type"].(string)
+				r := runBench(t, benchConfig(t, sinkCfg, nil), n, nil, "null", typ)
+				if got := stored(); got != n {
+					t.Errorf("destination holds %d records after a clean run of %d messages", got, n)
+				}
+				got.add(t, r, tg.name, "pipeline ("+typ+")")
+			})
+		}
+	}
+	t.Logf("%d messages per run", n)
+	var keys []string
+	for _, tg := range targets {
+		keys = append(keys, names(tg.name)...)
+	}
+	got.report(t, keys...)
 }

@@ -192,6 +192,7 @@ type Runner struct {
 // A Settlement is how the handling of a message ended (Runner.Settled).
 type Settlement int
 
+// The settlements Runner.Settled reports.
 const (
 	SettledWritten      Settlement = iota + 1 // committed by the sink, then ACKed
 	SettledDuplicate                          // already stored (Duplicate), then ACKed

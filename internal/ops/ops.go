@@ -10,13 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // A ConfigError is a problem the operator must fix in the configuration or
 // the flags (exit 2); its text is printed after "Configuration error: ".
+// It matches sink.ErrConfig, as every configuration error does.
 type ConfigError struct{ Msg string }
 
-func (e *ConfigError) Error() string { return e.Msg }
+func (e *ConfigError) Error() string        { return e.Msg }
+func (e *ConfigError) Is(target error) bool { return target == sink.ErrConfig }
 
 func configError(format string, args ...any) error {
 	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
