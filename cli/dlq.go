@@ -490,13 +490,7 @@ func runDLQRedrive(env *Env, args []string) int {
 		rd.interval = time.Second / time.Duration(*rate)
 	}
 	if *all {
-		err = d.Scan(ctx, ff.fromSeq, filter.Since, func(e *dlq.Entry) bool {
-			if !filter.Match(e) {
-				return true
-			}
-			rd.one(ctx, e)
-			return ctx.Err() == nil && (ff.limit == 0 || rd.n.selected < ff.limit)
-		})
+		err = rd.all(ctx, d, ff.fromSeq, filter, ff.limit)
 	} else {
 		for _, e := range listed {
 			if ctx.Err() != nil {
@@ -511,6 +505,46 @@ func runDLQRedrive(env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "DLQ failed: %v\n", err)
 	}
 	return rd.summary(err != nil || ctx.Err() != nil)
+}
+
+// all redrives every entry passing filter, at most limit (0: no limit).
+// A goroutine reads the entries ahead while they are published, so that a
+// MSG.GET round trip and a PubAck round trip overlap; the entries are still
+// published one at a time in ascending DLQ sequence.
+func (rd *redriver) all(ctx context.Context, d *ops.DLQ, from uint64, filter dlq.Filter, limit int) error {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	entries := make(chan *dlq.Entry, 256)
+	scanned := make(chan error, 1)
+	go func() {
+		defer close(entries)
+		scanned <- d.Scan(sctx, from, filter.Since, func(e *dlq.Entry) bool {
+			if !filter.Match(e) {
+				return true
+			}
+			select {
+			case entries <- e:
+				return true
+			case <-sctx.Done():
+				return false
+			}
+		})
+	}()
+	early := false // stopped before the reader reached the end
+	for e := range entries {
+		if ctx.Err() != nil || limit > 0 && rd.n.selected >= limit {
+			early = true
+			break
+		}
+		rd.one(ctx, e)
+	}
+	stop()
+	for range entries { // let the reader see the stop and return
+	}
+	if err := <-scanned; err != nil && !early && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }
 
 // decryptKeyList reads the --key KEY_ID=ENV flags.

@@ -213,14 +213,18 @@ func runReplayPlan(startCtx context.Context, cfg *config.Config, conn *opsConn, 
 		case <-tracker.Idle():
 			done = tracker.Done(emptyAt)
 		case <-tick.C:
-			// Once the consumer had nothing left to deliver, the range's
-			// first deliveries are all made: that stays true.
+			// Once the consumer had nothing left to deliver and nothing
+			// unacknowledged, every message of the range was delivered and
+			// settled by then: that stays true. (Nothing pending alone is
+			// not enough: a message the server delivered into a pull
+			// request the client had already given up is unacknowledged
+			// and comes back after AckWait, unseen by the tracker.)
 			if emptyAt.IsZero() && time.Since(lastInfo) >= time.Second {
 				lastInfo = time.Now()
 				ictx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				info, err := plan.Consumer.Info(ictx)
 				cancel()
-				if err == nil && info.NumPending == 0 {
+				if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
 					emptyAt = lastInfo
 				}
 			}

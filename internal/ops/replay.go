@@ -466,7 +466,7 @@ func (t *Tracker) Idle() <-chan struct{} { return t.idle }
 // range is unsettled, and every message of the range was delivered: as
 // many first deliveries as the range's total were seen, or a delivery
 // above the end, or — when emptyAt is set — consumer info read at emptyAt
-// showed nothing pending.
+// showed nothing pending and nothing unacknowledged.
 // In the second case every fetch that began before emptyAt must have
 // returned, so that what it delivered is known.
 func (t *Tracker) Done(emptyAt time.Time) bool {
