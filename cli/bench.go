@@ -45,6 +45,7 @@ type benchOptions struct {
 	format       string
 	keep         bool
 	rounds       int
+	replay       bool
 
 	// cfg is the --config file, loaded; explicit records which flags were
 	// given, so that --batch-size and --in-flight override the file only
@@ -87,6 +88,7 @@ func runBench(env *Env, args []string) int {
 	fs.StringVar(&o.format, "format", "text", "text or json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
 	fs.IntVar(&o.rounds, "rounds", 1, "repeat every phase this many times, each round on a fresh stream, and report medians")
+	fs.BoolVar(&o.replay, "replay", false, "after each pipeline phase, replay the whole stream into a fresh destination of that sink (nats-sink replay)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server included when embedded) to FILE")
 	pos, code := parseFlags(env, fs, args)
 	if code >= 0 {
@@ -314,6 +316,13 @@ func (o *benchOptions) round(ctx context.Context, env *Env, t *benchTarget, r in
 			return nil, err
 		}
 		rows = append(rows, row)
+		if o.replay {
+			row, err := o.replayPhase(ctx, env, t, s, r*len(o.sinks)+i)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row)
+		}
 	}
 	return rows, nil
 }
@@ -550,57 +559,9 @@ func (nullSink) Stop(context.Context) error { return nil }
 // times it until the consumer's ack floor reaches the last message.
 func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, sinkType string, i int, limit time.Duration) (benchRow, error) {
 	consumer := fmt.Sprintf("bench-pipeline-%d-%s", i, sinkType)
-	sinkJSON := `{"type": "file", "directory": "unused"}`
-	if o.cfg == nil && sinkType != "null" {
-		dir, err := os.MkdirTemp(t.tmp, sinkType+"-sink-")
-		if err != nil {
-			return benchRow{}, err
-		}
-		switch sinkType {
-		case "file":
-			sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
-		case "sqlite":
-			sinkJSON = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
-		}
-	}
-	doc := fmt.Sprintf(`{
-  "nats": {"url": "nats://127.0.0.1:4222", "stream": %q, "consumer": %q, "subject": %q},
-  "consumer_management": {"max_ack_pending": %d},
-  "delivery": {"batch_size": %d, "max_in_flight_batches": %d, "batch_timeout_ms": 200},
-  "logging": {"level": "ERROR"},
-  "encryption": {"enabled": %t, "key_b64_env": "NATS_SINKS_BENCH_KEY_B64"},
-  "sink": %s}`, t.stream, consumer, t.subject+".>", o.batchSize*(o.inFlight+1), o.batchSize, o.inFlight, o.encrypt, sinkJSON)
-	// --encrypt: a random key, given to this pipeline only.
-	key := make([]byte, 32)
-	rand.Read(key)
-	getenv := func(name string) (string, bool) {
-		if name == "NATS_SINKS_BENCH_KEY_B64" {
-			return base64.StdEncoding.EncodeToString(key), true
-		}
-		return env.Getenv(name)
-	}
-	cfg, err := config.Parse([]byte(doc), "bench", builtin.Registry(), config.Env(getenv))
+	cfg, po, err := o.phaseConfig(env, t, sinkType, consumer)
 	if err != nil {
-		return benchRow{}, fmt.Errorf("bench configuration: %w", err)
-	}
-	if o.cfg != nil {
-		// --config: its sink, delivery and encryption, on bench's own
-		// stream and consumer.
-		own := *o.cfg
-		own.NATS.Stream, own.NATS.Consumer, own.NATS.Subject = cfg.NATS.Stream, cfg.NATS.Consumer, cfg.NATS.Subject
-		own.NATS.Durable = true
-		own.ConsumerManagement = cfg.ConsumerManagement
-		own.Delivery.BatchSize, own.Delivery.MaxInFlightBatches = o.batchSize, o.inFlight
-		own.DeadLetter.Enabled = false
-		own.Metrics.Enabled = false
-		if o.encrypt {
-			own.Encryption = cfg.Encryption
-		}
-		cfg = &own
-	}
-	po := pipeline.Options{Env: config.Env(getenv), Logger: telemetry.NewLogger(env.Stderr, "text", "ERROR"), Conn: t.nc, Version: Version}
-	if sinkType == "null" {
-		po.Sink = nullSink{}
+		return benchRow{}, err
 	}
 	p, err := pipeline.Start(ctx, cfg, po)
 	if err != nil {
@@ -637,4 +598,62 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 	stop()
 	<-runErr
 	return benchRow{fmt.Sprintf("pipeline (%s)", sinkType), o.messages, elapsed.Seconds()}, nil
+}
+
+// phaseConfig is the configuration and pipeline options of a phase with
+// the given sink on bench's stream, read by consumer.
+func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer string) (*config.Config, pipeline.Options, error) {
+	sinkJSON := `{"type": "file", "directory": "unused"}`
+	if o.cfg == nil && sinkType != "null" {
+		dir, err := os.MkdirTemp(t.tmp, sinkType+"-sink-")
+		if err != nil {
+			return nil, pipeline.Options{}, err
+		}
+		switch sinkType {
+		case "file":
+			sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
+		case "sqlite":
+			sinkJSON = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
+		}
+	}
+	doc := fmt.Sprintf(`{
+  "nats": {"url": "nats://127.0.0.1:4222", "stream": %q, "consumer": %q, "subject": %q},
+  "consumer_management": {"max_ack_pending": %d},
+  "delivery": {"batch_size": %d, "max_in_flight_batches": %d, "batch_timeout_ms": 200},
+  "logging": {"level": "ERROR"},
+  "encryption": {"enabled": %t, "key_b64_env": "NATS_SINKS_BENCH_KEY_B64"},
+  "sink": %s}`, t.stream, consumer, t.subject+".>", o.batchSize*(o.inFlight+1), o.batchSize, o.inFlight, o.encrypt, sinkJSON)
+	// --encrypt: a random key, given to this pipeline only.
+	key := make([]byte, 32)
+	rand.Read(key)
+	getenv := func(name string) (string, bool) {
+		if name == "NATS_SINKS_BENCH_KEY_B64" {
+			return base64.StdEncoding.EncodeToString(key), true
+		}
+		return env.Getenv(name)
+	}
+	cfg, err := config.Parse([]byte(doc), "bench", builtin.Registry(), config.Env(getenv))
+	if err != nil {
+		return nil, pipeline.Options{}, fmt.Errorf("bench configuration: %w", err)
+	}
+	if o.cfg != nil {
+		// --config: its sink, delivery and encryption, on bench's own
+		// stream and consumer.
+		own := *o.cfg
+		own.NATS.Stream, own.NATS.Consumer, own.NATS.Subject = cfg.NATS.Stream, cfg.NATS.Consumer, cfg.NATS.Subject
+		own.NATS.Durable = true
+		own.ConsumerManagement = cfg.ConsumerManagement
+		own.Delivery.BatchSize, own.Delivery.MaxInFlightBatches = o.batchSize, o.inFlight
+		own.DeadLetter.Enabled = false
+		own.Metrics.Enabled = false
+		if o.encrypt {
+			own.Encryption = cfg.Encryption
+		}
+		cfg = &own
+	}
+	po := pipeline.Options{Env: config.Env(getenv), Logger: telemetry.NewLogger(env.Stderr, "text", "ERROR"), Conn: t.nc, Version: Version}
+	if sinkType == "null" {
+		po.Sink = nullSink{}
+	}
+	return cfg, po, nil
 }

@@ -107,6 +107,9 @@ func Commands() []Command {
 		{"decrypt", "[INPUT] [--key-env NAME] [--key KEY_ID=ENV]... [--output FILE]", "decrypt a stored encryption envelope", runDecrypt},
 		{"demo", "[--dir DIR] [--port N] [--timeout SECONDS] [--keep-running] [--format table|json]", "zero-setup tour on an embedded NATS server", runDemo},
 		{"bench", "[flags]", "measure throughput against a temporary stream", runBench},
+		{"dlq", "list|show|redrive CONFIG ...", "list, show and republish dead-letter entries", runDLQ},
+		{"status", statusUsage, "consumer state and lag, DLQ depth, sink health, process readiness", runStatus},
+		{"replay", replayUsage, "backfill the sink from a range of the stream on a consumer of its own", runReplay},
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,6 +38,10 @@ func TestScripts(t *testing.T) {
 			"stream":     cmdStream,
 			"consumer":   cmdConsumer,
 			"exits":      cmdExits,
+			"waitacked":  cmdWaitAcked,
+			"msgs":       cmdMsgs,
+			"consumers":  cmdConsumers,
+			"readyz":     cmdReadyz,
 		},
 	})
 }
@@ -108,17 +114,22 @@ func cmdStream(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // publish SUBJECT N publishes N JSON messages {"n":i} with Nats-Msg-Id m-i;
-// publish SUBJECT -body TEXT publishes one message with that body and no id.
+// publish SUBJECT -body TEXT [ID] publishes one message with that body and
+// no id (or Nats-Msg-Id ID).
 func cmdPublish(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 && len(args) != 3 {
-		ts.Fatalf("usage: publish SUBJECT N | publish SUBJECT -body TEXT")
+	if neg || len(args) < 2 || len(args) > 4 || args[1] != "-body" && len(args) != 2 {
+		ts.Fatalf("usage: publish SUBJECT N | publish SUBJECT -body TEXT [ID]")
 	}
 	nc, js := jetStream(ts)
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if args[1] == "-body" {
-		_, err := js.Publish(ctx, args[0], []byte(args[2]))
+		var opts []jetstream.PublishOpt
+		if len(args) == 4 {
+			opts = append(opts, jetstream.WithMsgID(args[3]))
+		}
+		_, err := js.Publish(ctx, args[0], []byte(args[2]), opts...)
 		ts.Check(err)
 		return
 	}
@@ -158,4 +169,115 @@ func cmdConsumer(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("consumer %s/%s ack floor and ack pending = %s after 10s, want %s", args[0], args[1], got, want)
 		}
 	}
+}
+
+// waitacked STREAM NAME N waits (up to 30 s) until the consumer's ack
+// floor reaches stream sequence N with nothing ack-pending: ACKs are
+// fire-and-forget, so a check right after the sink wrote would race them.
+func cmdWaitAcked(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitacked STREAM NAME N")
+	}
+	want, err := strconv.ParseUint(args[2], 10, 64)
+	ts.Check(err)
+	nc, js := jetStream(ts)
+	defer nc.Close()
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := js.Consumer(ctx, args[0], args[1])
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = c.Info(ctx); err == nil {
+				if info.AckFloor.Stream >= want && info.NumAckPending == 0 {
+					cancel()
+					return
+				}
+				last = fmt.Sprintf("ack floor %d, ack pending %d", info.AckFloor.Stream, info.NumAckPending)
+			}
+		}
+		cancel()
+		if err != nil {
+			last = err.Error()
+		}
+	}
+	ts.Fatalf("consumer %s/%s: %s after 30s, want ack floor %d and nothing pending", args[0], args[1], last, want)
+}
+
+// msgs STREAM SUBJECT N asserts that stream holds N messages on subject
+// (a literal subject or a pattern), and, with -consumers K as extra
+// arguments, that it has K consumers.
+func cmdMsgs(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 && len(args) != 5 {
+		ts.Fatalf("usage: msgs STREAM SUBJECT N [-consumers K]")
+	}
+	nc, js := jetStream(ts)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, args[0])
+	ts.Check(err)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(args[1]))
+	ts.Check(err)
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	if got := strconv.FormatUint(n, 10); got != args[2] {
+		ts.Fatalf("stream %s holds %s messages on %s, want %s", args[0], got, args[1], args[2])
+	}
+	if len(args) == 5 {
+		if got := strconv.Itoa(info.State.Consumers); got != args[4] {
+			ts.Fatalf("stream %s has %s consumers, want %s", args[0], got, args[4])
+		}
+	}
+}
+
+// consumers STREAM N waits (up to 30 s) until stream has N consumers.
+func cmdConsumers(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: consumers STREAM N")
+	}
+	want, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	nc, js := jetStream(ts)
+	defer nc.Close()
+	got := -1
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := js.Stream(ctx, args[0])
+		if err == nil {
+			var info *jetstream.StreamInfo
+			if info, err = st.Info(ctx); err == nil {
+				got = info.State.Consumers
+			}
+		}
+		cancel()
+		if got == want {
+			return
+		}
+	}
+	ts.Fatalf("stream %s has %d consumers after 30s, want %d", args[0], got, want)
+}
+
+// readyz CODE STATUS serves /readyz answering CODE with {"status":STATUS}
+// (what a run process's endpoint answers), sets $READYZ_ADDR to its
+// host:port and stops it when the script ends.
+func cmdReadyz(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: readyz CODE STATUS")
+	}
+	code, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"checks":{},"status":%q}`+"\n", args[1])
+	}))
+	ts.Defer(srv.Close)
+	ts.Setenv("READYZ_ADDR", srv.Listener.Addr().String())
 }

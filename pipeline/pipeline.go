@@ -59,6 +59,15 @@ type Options struct {
 	Sink sink.Sink
 	// Version is reported as service.version on trace spans.
 	Version string
+	// Consumer, when set, is bound instead of nats.consumer: consumer
+	// management (start-up step 8) is skipped, so the pipeline never looks
+	// up, creates or changes nats.consumer, and Run ends when this consumer
+	// disappears. It must come from a JetStream context on Conn. Dead
+	// letters still carry nats.consumer in their Nats-Msg-Id. `nats-sink
+	// replay` runs on such a consumer of its own.
+	Consumer jetstream.Consumer
+	// Settled is passed to the runner (runner.Runner.Settled).
+	Settled func(jetstream.Msg, runner.Settlement)
 }
 
 // Pipeline is one started connector: connection, consumer, sink and runner.
@@ -74,6 +83,7 @@ type Pipeline struct {
 	runner  *runner.Runner
 	tracer  *tracing.Tracer // nil when tracing is disabled
 	refused *refusals       // permissions violations on nc; nil before connecting
+	bound   bool            // the consumer came from Options.Consumer
 }
 
 // startError marks a start-up failure as a configuration problem found while
@@ -209,17 +219,23 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 		}
 	}
 
-	// Step 8: consumer management.
+	// Step 8: consumer management, unless the caller brought a consumer.
 	p.spec = consumerSpec(cfg)
-	sctx, done := refused.step(ctx)
-	consumer, action, err := runner.EnsureConsumer(sctx, p.js, p.spec)
-	err = refused.explain(sctx, err)
-	done()
-	if err != nil {
-		return nil, fromRunner(err)
+	consumer := o.Consumer
+	if consumer != nil {
+		p.bound = true
+	} else {
+		sctx, done := refused.step(ctx)
+		var action string
+		consumer, action, err = runner.EnsureConsumer(sctx, p.js, p.spec)
+		err = refused.explain(sctx, err)
+		done()
+		if err != nil {
+			return nil, fromRunner(err)
+		}
+		log.Info("consumer ready", "component", "consumer", "action", action,
+			"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer)
 	}
-	log.Info("consumer ready", "component", "consumer", "action", action,
-		"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer)
 	info := consumer.CachedInfo()
 	if info != nil && dlqStream != "" {
 		sctx, done := refused.step(ctx)
@@ -244,6 +260,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	}
 
 	p.runner = newRunner(cfg, p, consumer, policy)
+	p.runner.Settled = o.Settled
 	return p, nil
 }
 
@@ -287,7 +304,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 func (p *Pipeline) runUntilDone(ctx context.Context) error {
 	err := p.runner.Run(ctx)
-	if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral {
+	if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral || p.bound {
 		return err
 	}
 	p.log.Warn("consumer disappeared; running consumer management again", "component", "consumer")
@@ -297,9 +314,9 @@ func (p *Pipeline) runUntilDone(ctx context.Context) error {
 	}
 	p.log.Info("consumer ready", "component", "consumer", "action", action)
 	// A Runner runs once: build a new one with the same settings.
-	encrypt := p.runner.Encrypt
+	encrypt, settled := p.runner.Encrypt, p.runner.Settled
 	p.runner = newRunner(p.cfg, p, consumer, nil)
-	p.runner.Encrypt = encrypt
+	p.runner.Encrypt, p.runner.Settled = encrypt, settled
 	return p.runner.Run(ctx)
 }
 

@@ -98,6 +98,7 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 			r.failFast("term", err)
 		} else {
 			m.MessagesTerminated.Inc()
+			r.report(b, i, SettledDeadLettered)
 		}
 	}
 	isTerm := func(i int) bool { return isDead[i] && term }
@@ -122,6 +123,7 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 				ackFailed(i, errs[k])
 			} else {
 				m.MessagesAcked.Inc()
+				r.report(b, i, settlementOf(b, i, isDead[i]))
 			}
 		}
 	} else {
@@ -136,6 +138,7 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 				ackFailed(i, err)
 			} else {
 				m.MessagesAcked.Inc()
+				r.report(b, i, settlementOf(b, i, isDead[i]))
 			}
 		}
 	}
@@ -147,6 +150,17 @@ func (r *Runner) settle(ctx context.Context, b *batch, acks, dead []int, log *sl
 		m.MessageTermSeconds.Observe(termTime.Seconds())
 	}
 	r.flush(log)
+}
+
+// settlementOf is the settlement of an ACKed message i.
+func settlementOf(b *batch, i int, dead bool) Settlement {
+	switch {
+	case dead:
+		return SettledDeadLettered
+	case b.dup[i]:
+		return SettledDuplicate
+	}
+	return SettledWritten
 }
 
 // ackTraced ends message i's span with its ack event; err is the ACK's (or

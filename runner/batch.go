@@ -50,6 +50,8 @@ type batch struct {
 	// were not dead-lettered: the server will not deliver them again, so
 	// their span's outcome is left_unacked even when they are NAKed.
 	lastTry []bool
+	// dup marks messages the sink reported Duplicate (for Settled).
+	dup []bool
 	// tr holds the message spans; nil when tracing is off or the envelopes
 	// could not be built. Every message span ends with the message's final
 	// decision (trace.go).
@@ -67,6 +69,7 @@ func newBatch(msgs []jetstream.Msg) *batch {
 		settled:  make([]bool, n),
 		dlqTried: make([]bool, n),
 		lastTry:  make([]bool, n),
+		dup:      make([]bool, n),
 	}
 }
 
@@ -243,6 +246,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		switch {
 		case res.Outcome.Acked():
 			acks = append(acks, i)
+			b.dup[i] = res.Outcome == sink.Duplicate
 			b.tr.Span(i).SetOutcome(committedOutcome(res.Outcome))
 		case res.Outcome == sink.Permanent:
 			r.fail(b, i, res.ErrorType, res.Err)
@@ -297,6 +301,9 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 					"subject", subj, "stream_sequence", seq, "error_type", b.errTypes[i])
 				b.settled[i] = true
 				b.traceLeft(i)
+				if md := r.maxDeliver(); md > 0 && b.delivery(i) >= uint64(md) {
+					r.report(b, i, SettledGivenUp)
+				}
 			}
 		} else {
 			var failed []int
@@ -314,6 +321,13 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 
 	// Step 12: temporary path.
 	r.temporary(ctx, b, temp, log)
+}
+
+// report passes message i's final settlement to the Settled hook.
+func (r *Runner) report(b *batch, i int, s Settlement) {
+	if r.Settled != nil {
+		r.Settled(b.msgs[i], s)
+	}
 }
 
 // recoverTemporary runs the temporary path after a panic. Should that panic
@@ -597,6 +611,7 @@ func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.L
 					continue
 				}
 				b.lastTry[i] = true
+				r.report(b, i, SettledGivenUp)
 				subj, seq := b.where(i)
 				log.Error("max deliveries reached", "subject", subj, "stream_sequence", seq, "error_type", b.errTypes[i])
 				m.MessagesMaxDeliverReached.Inc()

@@ -160,6 +160,18 @@ type Runner struct {
 	// (delivery.priority_lanes.enabled false).
 	PriorityLanes *PriorityLanes
 
+	// Settled, when set, is called once for each message whose handling
+	// ended for good in this delivery: ACKed after a commit
+	// (SettledWritten, SettledDuplicate), ACKed or TERMed after its dead
+	// letter's PubAck (SettledDeadLettered), or failed on its last allowed
+	// delivery without a dead letter (SettledGivenUp: the server does not
+	// deliver it again). Messages that are NAKed or left for redelivery, and
+	// those whose ACK failed, are not reported: they come back. It is called
+	// from the batches' goroutines, concurrently when batches are in flight,
+	// and must return quickly. `nats-sink replay` uses it to know when its
+	// range is done and what happened to each message.
+	Settled func(msg jetstream.Msg, s Settlement)
+
 	// Freshness configures the event freshness metrics.
 	Freshness Freshness
 	// Metrics receives every runner metric; nil disables metrics.
@@ -191,6 +203,17 @@ type Runner struct {
 	started atomic.Bool
 	st      state
 }
+
+// A Settlement is how the handling of a message ended (Runner.Settled).
+type Settlement int
+
+// The settlements Runner.Settled reports.
+const (
+	SettledWritten      Settlement = iota + 1 // committed by the sink, then ACKed
+	SettledDuplicate                          // already stored (Duplicate), then ACKed
+	SettledDeadLettered                       // dead letter PubAcked, then ACKed or TERMed
+	SettledGivenUp                            // failed on its last delivery, not dead-lettered, never ACKed
+)
 
 // DeadLetter configures dead-lettering (config.md §6). Unlike the Runner's
 // own fields, the booleans here default to true in the configuration while
