@@ -134,6 +134,8 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		return strconv.AppendUint(dst, x, 10)
 	case float64:
 		return AppendFloat(dst, x)
+	case Number:
+		return AppendFloat(dst, x.Float())
 	case *string:
 		if x == nil {
 			return append(dst, "null"...)
