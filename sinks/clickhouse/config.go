@@ -209,7 +209,9 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 // boundary (Open(ctx, deps)) lands. TODO(boundary): return c itself.
 type legacyOpener struct{ Config }
 
-func (o legacyOpener) Open(ctx context.Context) (sink.Sink, error) { return o.Config.Open(ctx, sink.Deps{}) }
+func (o legacyOpener) Open(ctx context.Context) (sink.Sink, error) {
+	return o.Config.Open(ctx, sink.Deps{})
+}
 
 // Validate returns every problem of c as a *sink.ConfigError with paths
 // relative to the sink object, or nil. Decode and Open call it.

@@ -312,11 +312,11 @@ func (s *Sink) insert(ctx context.Context, t *table, body []byte, keys []string)
 		return sink.Result{Outcome: sink.Temporary, Err: fmt.Errorf("clickhouse insert into %s not sent: %w", t.qualified(s.model.db), err)}
 	}
 	params := url.Values{
-		"query":                           {t.insertSQL},
-		"wait_end_of_query":               {"1"},
+		"query":                            {t.insertSQL},
+		"wait_end_of_query":                {"1"},
 		"input_format_skip_unknown_fields": {"0"},
-		"input_format_allow_errors_num":   {"0"},
-		"input_format_allow_errors_ratio": {"0"},
+		"input_format_allow_errors_num":    {"0"},
+		"input_format_allow_errors_ratio":  {"0"},
 	}
 	f := s.features
 	if f.asyncInsert {
