@@ -98,6 +98,7 @@ type recorder struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	queries []string
+	bodies  []string // INSERT bodies
 	inserts int
 }
 
@@ -111,16 +112,21 @@ func newRecorder(t testing.TB, target string) *recorder {
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		q := req.URL.Query().Get("query")
-		if q == "" && req.Body != nil {
+		var body string
+		if req.Body != nil {
 			b, _ := io.ReadAll(req.Body)
-			q = string(b)
-			req.Body = io.NopCloser(strings.NewReader(q))
-			req.ContentLength = int64(len(q))
+			body = string(b)
+			req.Body = io.NopCloser(strings.NewReader(body))
+			req.ContentLength = int64(len(body))
+		}
+		if q == "" {
+			q = body
 		}
 		r.mu.Lock()
 		r.queries = append(r.queries, q)
 		if strings.HasPrefix(q, "INSERT") {
 			r.inserts++
+			r.bodies = append(r.bodies, body)
 		}
 		r.mu.Unlock()
 		proxy.ServeHTTP(w, req)
@@ -140,6 +146,12 @@ func (r *recorder) matching(prefix string) []string {
 		}
 	}
 	return out
+}
+
+func (r *recorder) insertBodies() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...)
 }
 
 func (r *recorder) insertCount() int {

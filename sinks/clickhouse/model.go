@@ -371,7 +371,9 @@ func (c *Config) table(name, path string, idem *Idempotency, idemPath string, it
 			}
 			cp := fields.Index(itemsPath, mc.Item)
 			if prev, dup := inRow[strings.ToLower(mc.Name)]; dup {
-				p.Addf(cp+".column", "duplicate column %q (also used by %s)", mc.Name, prev)
+				if !strings.HasPrefix(prev, itemsPath+"[") { // mapping.Compile reported those
+					p.Addf(cp+".column", "duplicate column %q (also used by %s)", mc.Name, prev)
+				}
 				continue
 			}
 			add(&column{name: mc.Name, path: cp, mc: mc, plain: mc.Required})

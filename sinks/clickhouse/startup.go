@@ -228,11 +228,16 @@ func (s *Sink) startup(ctx context.Context) error {
 		if s.cfg.RequireReplacingEngine {
 			s.checkEngine(t, info, cols, &problems)
 		}
-		evolved, err := s.checkColumns(ctx, t, cols, s.cfg.AutoEvolve, &problems)
+		var first fields.Problems
+		evolved, err := s.checkColumns(ctx, t, cols, s.cfg.AutoEvolve, &first)
 		if err != nil {
 			return err
 		}
-		if evolved {
+		if !evolved {
+			for _, pr := range first.List() {
+				problems.Add(pr.Path, pr.Message)
+			}
+		} else {
 			// Check again what the ALTERs left, so processes starting
 			// together converge on one result.
 			if cols, err = c.columns(ctx, m.db, t.name); err != nil {
