@@ -71,6 +71,16 @@ func compareExact(t *testing.T, data []byte, v any, err error) {
 	if got, want := jsonx.Marshal(ev, jsonx.UTF8), jsonx.Marshal(v, jsonx.UTF8); !bytes.Equal(got, want) {
 		t.Fatalf("ParseExact(%q) encodes as %q, Parse as %q", data, got, want)
 	}
+	sv, serr := jsonx.ParseSortedExact(data)
+	if serr != nil {
+		t.Fatalf("ParseSortedExact(%q) = %v, ParseExact accepted it", data, serr)
+	}
+	if got, want := jsonx.Marshal(sv, jsonx.UTF8), jsonx.Marshal(v, jsonx.UTF8); !bytes.Equal(got, want) {
+		t.Fatalf("ParseSortedExact(%q) encodes as %q, Parse as %q", data, got, want)
+	}
+	if path := unsortedObject(sv, "(root)"); path != "" {
+		t.Fatalf("ParseSortedExact(%q): object at %s is not in key order", data, path)
+	}
 }
 
 // compareSorted checks that ParseSorted accepts and rejects exactly what

@@ -74,6 +74,13 @@ func ParseExact(data []byte) (any, error) {
 	return parseWith(data, false, true)
 }
 
+// ParseSortedExact is ParseExact with objects as Object in key order, as
+// ParseSorted returns them: the cheaper form for a reader that looks up a
+// few members (a mapped row's pointers) in a small document.
+func ParseSortedExact(data []byte) (any, error) {
+	return parseWith(data, true, true)
+}
+
 func parse(data []byte, sorted bool) (any, error) {
 	return parseWith(data, sorted, false)
 }

@@ -51,15 +51,16 @@ func (m *Mapping) Values(dst []any, e *sink.Envelope, payload any) ([]any, error
 }
 
 // Payload parses e's payload for a row that reads it: the body must be a JSON
-// object (numbers kept exact, jsonx.ParseExact). Otherwise the error is a
+// object, returned as a jsonx.Object in key order with exact number tokens
+// (jsonx.ParseSortedExact). Otherwise the error is a
 // ValidationError ("payload is not a JSON object (got array)", "payload
 // omitted (headers-only delivery)"), or for payload mode json_only the
 // SerializationError the audit layout gives a body that is not JSON.
-func Payload(e *sink.Envelope, mode record.PayloadMode) (map[string]any, error) {
+func Payload(e *sink.Envelope, mode record.PayloadMode) (jsonx.Object, error) {
 	if e.Payload.Omitted {
 		return nil, invalid("payload omitted (headers-only delivery)")
 	}
-	v, err := jsonx.ParseExact(e.Data)
+	v, err := jsonx.ParseSortedExact(e.Data)
 	if err != nil {
 		if mode == record.JSONOnly {
 			if _, nerr := record.NormalisePayload(e, mode); nerr != nil {
@@ -72,7 +73,7 @@ func Payload(e *sink.Envelope, mode record.PayloadMode) (map[string]any, error) 
 		}
 		return nil, invalid("payload is not a JSON object (got " + got + ")")
 	}
-	obj, ok := v.(map[string]any)
+	obj, ok := v.(jsonx.Object)
 	if !ok {
 		return nil, invalid("payload is not a JSON object (got " + jsonKind(v) + ")")
 	}

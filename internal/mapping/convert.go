@@ -114,6 +114,15 @@ func (c *Column) convert(v any) (any, string) {
 		}
 		return nil, expected("string, number or boolean", v)
 	case BigInt, Integer:
+		if x, ok := v.(jsonx.Integer); ok {
+			// The common case, without the decimal form.
+			if n, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+				if t.Kind == Integer && (n < math.MinInt32 || n > math.MaxInt32) {
+					return nil, outOfRange(t)
+				}
+				return n, ""
+			}
+		}
 		d, reason := c.number(v)
 		if reason != "" {
 			return nil, reason

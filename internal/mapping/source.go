@@ -3,6 +3,7 @@ package mapping
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,8 @@ func ParsePointer(p string) ([]string, string) {
 	return parts, ""
 }
 
-// Lookup follows pointer tokens from v (a jsonx tree). ok is false when the
+// Lookup follows pointer tokens from v (a jsonx tree; a jsonx.Object must be
+// in key order, as the sorted parsers return it). ok is false when the
 // value is missing: an absent member, an index out of range or not of the
 // form 0 or [1-9][0-9]*, "-", or a step into a scalar.
 func Lookup(v any, tokens []string) (any, bool) {
@@ -119,11 +121,12 @@ func Lookup(v any, tokens []string) (any, bool) {
 			}
 			v = next
 		case jsonx.Object:
-			next, ok := x.Get(tok)
+			// Objects from jsonx.ParseSorted* are in key order.
+			i, ok := slices.BinarySearchFunc(x, tok, func(m jsonx.Member, k string) int { return strings.Compare(m.Key, k) })
 			if !ok {
 				return nil, false
 			}
-			v = next
+			v = x[i].Value
 		case []any:
 			i, ok := arrayIndex(tok)
 			if !ok || i >= len(x) {

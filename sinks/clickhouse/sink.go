@@ -373,7 +373,7 @@ func dedupToken(query string, keys []string) (string, bool) {
 
 // appendRow appends e's JSONEachRow line for table t to dst.
 func (s *Sink) appendRow(dst []byte, t *table, e *sink.Envelope, stored time.Time) ([]byte, error) {
-	var payload map[string]any
+	var payload any
 	if t.needsPayload {
 		var err error
 		if payload, err = mapping.Payload(e, s.cfg.PayloadMode); err != nil {
