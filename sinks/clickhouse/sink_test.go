@@ -603,3 +603,25 @@ func TestAuditRow(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenDedup: where the server has insert_deduplication_token, the same
+// INSERT sent twice stores one part.
+func TestTokenDedup(t *testing.T) {
+	srv := server.Get(t)
+	table := uniqueTable("token")
+	s := open(t, decode(t, sinkJSON(srv.URL, table, `"auto_create":true,"layout":"mapped","mapping":[{"column":"n","path":"/n","type":"bigint"}]`)))
+	if !s.features.token {
+		t.Skipf("server %s has no insert_deduplication_token (a retried INSERT stores a second part, which ReplacingMergeTree collapses)", s.features.version)
+	}
+	batch := []*sink.Envelope{envelope("token.x", 1, `{"n":1}`), envelope("token.x", 2, `{"n":2}`)}
+	for range 2 {
+		for _, r := range s.WriteBatch(context.Background(), batch) {
+			if r.Outcome != sink.Committed {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	if got := strings.TrimSpace(srv.MustQuery(t, "SELECT count() FROM system.parts WHERE database = 'default' AND table = '"+table+"' AND active")); got != "1" {
+		t.Errorf("%s active parts after the same INSERT twice, want 1", got)
+	}
+}
