@@ -139,7 +139,7 @@ func runBench(env *Env, args []string) int {
 	}
 	rounds, header, err := o.run(ctx, env)
 	if err != nil {
-		if pipeline.IsConfigError(err) {
+		if errors.Is(err, sink.ErrConfig) {
 			fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 			return exitConfig
 		}

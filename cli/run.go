@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -167,7 +169,7 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 // exitCode prints a start-up or runtime failure and returns its exit code:
 // 2 when the configuration must change (runtime §2, §17), else 1.
 func exitCode(env *Env, err error) int {
-	if pipeline.IsConfigError(err) {
+	if errors.Is(err, sink.ErrConfig) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 		return exitConfig
 	}

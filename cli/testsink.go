@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -42,21 +43,35 @@ func runTestSink(env *Env, args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// A NATS republish sink may reuse the source connection: give it one.
+	// A sink that reuses the source connection (the NATS republish sink
+	// with connection null) asks for it while it opens.
 	var nc *nats.Conn
-	if cfg.Sink.Type == "nats" {
+	var connErr error
+	connect := func() (*nats.Conn, error) {
+		if nc != nil || connErr != nil {
+			return nc, connErr
+		}
 		m, _ := telemetry.NewMetrics(nil, cfg.Metrics.Namespace)
 		opts, err := pipeline.NATSOptions(&cfg.NATS, config.Env(env.Getenv), telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "ERROR"), m)
 		if err != nil {
-			return sinkOpenFailure(env, err, "Sink test failed")
+			connErr = err
+			return nil, err
 		}
 		if nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), opts...); err != nil {
-			fmt.Fprintf(env.Stderr, "Sink test failed: connect to NATS: %v\n", err)
-			return exitRuntime
+			connErr = fmt.Errorf("connect to NATS: %w", err)
+			return nil, connErr
 		}
-		defer nc.Close()
+		return nc, nil
 	}
-	s, err := pipeline.OpenSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), nc, config.Env(env.Getenv))
+	defer func() {
+		if nc != nil {
+			nc.Close()
+		}
+	}()
+	s, err := pipeline.OpenSink(ctx, cfg, nil, telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING"), connect, config.Env(env.Getenv))
+	if connErr != nil {
+		err = connErr // the sink could not get the connection: report that
+	}
 	if err != nil {
 		return sinkOpenFailure(env, err, "Sink test failed")
 	}
@@ -79,7 +94,7 @@ func runTestSink(env *Env, args []string) int {
 // var, invalid root directory, key the build cannot honour) are exit 2,
 // everything else exit 1 with the given prefix (runtime §2 step 5, Q19).
 func sinkOpenFailure(env *Env, err error, prefix string) int {
-	if pipeline.IsConfigError(err) {
+	if errors.Is(err, sink.ErrConfig) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 		return exitConfig
 	}

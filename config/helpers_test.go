@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -29,7 +30,7 @@ type testFileSink struct {
 	Pretty             bool   `json:"pretty"`
 }
 
-func (*testFileSink) Open(context.Context) (sink.Sink, error) {
+func (*testFileSink) Open(context.Context, sink.Deps) (sink.Sink, error) {
 	return nil, errors.New("test stand-in: not openable")
 }
 
@@ -53,13 +54,13 @@ func decodeTestFileSink(raw json.RawMessage) (sink.Opener, error) {
 type testSecretSink struct {
 	Type        string            `json:"type"`
 	DSN         string            `json:"dsn"`
-	Password    *Secret           `json:"password"`
+	Password    *secret.Value     `json:"password"`
 	PasswordEnv *string           `json:"password_env"`
 	Headers     map[string]string `json:"headers" null:"empty"`
 	HeadersEnv  map[string]string `json:"headers_env" null:"empty"`
 }
 
-func (*testSecretSink) Open(context.Context) (sink.Sink, error) {
+func (*testSecretSink) Open(context.Context, sink.Deps) (sink.Sink, error) {
 	return nil, errors.New("not openable")
 }
 
@@ -74,7 +75,9 @@ func decodeTestSecretSink(raw json.RawMessage) (sink.Opener, error) {
 // rawOpener is an Opener that is not a fields-tagged struct.
 type rawOpener struct{}
 
-func (rawOpener) Open(context.Context) (sink.Sink, error) { return nil, errors.New("not openable") }
+func (rawOpener) Open(context.Context, sink.Deps) (sink.Sink, error) {
+	return nil, errors.New("not openable")
+}
 
 func testRegistry() *sink.Registry {
 	r := sink.NewRegistry()

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/nats-sinks/nats-sink/natsconfig"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -38,49 +40,17 @@ type SinkConfig struct {
 	Opener sink.Opener
 }
 
-// NATS is the nats section (config.md §3).
+// NATS is the nats section (config.md §3): the connection settings shared
+// with the NATS republish sink, and the stream, consumer and subject to
+// read. The embedded keys decode inline; the after tags keep the order of
+// the section's table (url, urls, stream, consumer, subject, durable, name,
+// …) for problem messages.
 type NATS struct {
-	URL                      string            `json:"url" trim:"true" doc:"Server URL: nats, tls, ws or wss scheme; no credentials."`
-	URLs                     []string          `json:"urls" trim:"true" doc:"Seed URLs, each validated like url; when non-empty they replace url. ws/wss must not be mixed with nats/tls."`
-	Stream                   string            `json:"stream" required:"true" nonblank:"true" doc:"Stream name: no whitespace, '.', '*', '>', '/', '\\'."`
-	Consumer                 string            `json:"consumer" required:"true" nonblank:"true" doc:"Durable consumer name; same rules as stream."`
-	Subject                  string            `json:"subject" required:"true" nonblank:"true" doc:"Subject pattern; the default consumer filter."`
-	Durable                  bool              `json:"durable" doc:"false: ephemeral consumer, consumer management skipped."`
-	Name                     *string           `json:"name" doc:"Client connection name."`
-	User                     *string           `json:"user" doc:"Requires exactly one of password, password_env, password_file."`
-	Password                 *Secret           `json:"password" secret:"true" doc:"Requires user; only one of password, password_env, password_file."`
-	PasswordEnv              *string           `json:"password_env" nonblank:"true" doc:"Environment variable holding the password; requires user."`
-	PasswordFile             *string           `json:"password_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed); requires user."`
-	Token                    *Secret           `json:"token" secret:"true" doc:"Only one of token, token_env, token_file."`
-	TokenEnv                 *string           `json:"token_env" nonblank:"true" doc:"Environment variable holding the token."`
-	TokenFile                *string           `json:"token_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the token."`
-	CredsFile                *string           `json:"creds_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Path to a .creds file."`
-	NkeySeedFile             *string           `json:"nkey_seed_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Path to an NKey seed file."`
-	TLSCAFile                *string           `json:"tls_ca_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"PEM CA bundle; when set only these CAs are trusted."`
-	TLSCertFile              *string           `json:"tls_cert_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Client certificate (mTLS)."`
-	TLSKeyFile               *string           `json:"tls_key_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Client key; requires tls_cert_file."`
-	TLSVerify                bool              `json:"tls_verify" doc:"false disables certificate and host-name verification (lab use only)."`
-	WebsocketHeaders         map[string]string `json:"websocket_headers" null:"empty" maxitems:"32" doc:"Headers sent on the WebSocket upgrade (ws/wss URLs only); credential-bearing names must use websocket_headers_env."`
-	WebsocketHeadersEnv      map[string]string `json:"websocket_headers_env" null:"empty" maxitems:"32" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Headers whose values come from environment variables."`
-	NoEcho                   bool              `json:"no_echo"`
-	AllowReconnect           bool              `json:"allow_reconnect"`
-	ConnectTimeoutSeconds    int               `json:"connect_timeout_seconds" min:"1" max:"300"`
-	ReconnectTimeWaitSeconds int               `json:"reconnect_time_wait_seconds" min:"0" max:"3600"`
-	MaxReconnectAttempts     int               `json:"max_reconnect_attempts" min:"-1" max:"1000000" doc:"-1 = forever."`
-	PingIntervalSeconds      int               `json:"ping_interval_seconds" min:"1" max:"3600"`
-	MaxOutstandingPings      int               `json:"max_outstanding_pings" min:"1" max:"100"`
-	PendingSizeBytes         int               `json:"pending_size_bytes" min:"1024" max:"1073741824" doc:"Reconnect buffer size."`
-	DrainTimeoutSeconds      int               `json:"drain_timeout_seconds" min:"1" max:"3600" doc:"Bound on connection drain at shutdown."`
-	Domain                   *string           `json:"domain" nonblank:"true" nopad:"true" nocontrol:"true" doc:"JetStream domain; not with api_prefix."`
-	APIPrefix                *string           `json:"api_prefix" nonblank:"true" nopad:"true" nocontrol:"true" doc:"JetStream API prefix; not with domain."`
-}
-
-// Servers returns the seed URLs: urls when non-empty, else [url].
-func (n *NATS) Servers() []string {
-	if len(n.URLs) > 0 {
-		return n.URLs
-	}
-	return []string{n.URL}
+	natsconfig.Connection
+	Stream   string `json:"stream" after:"urls" required:"true" nonblank:"true" doc:"Stream name: no whitespace, '.', '*', '>', '/', '\\'."`
+	Consumer string `json:"consumer" after:"stream" required:"true" nonblank:"true" doc:"Durable consumer name; same rules as stream."`
+	Subject  string `json:"subject" after:"consumer" required:"true" nonblank:"true" doc:"Subject pattern; the default consumer filter."`
+	Durable  bool   `json:"durable" after:"subject" doc:"false: ephemeral consumer, consumer management skipped."`
 }
 
 // ConsumerManagement is the consumer_management section (config.md §4).
@@ -223,7 +193,7 @@ type Encryption struct {
 	Enabled        bool             `json:"enabled" doc:"Encrypt subjects that match no rule."`
 	Algorithm      string           `json:"algorithm" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
 	KeyID          string           `json:"key_id" nonblank:"true" maxlen:"128" doc:"Stored in every envelope."`
-	KeyB64         *Secret          `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
+	KeyB64         *secret.Value    `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
 	KeyB64Env      *string          `json:"key_b64_env" nonblank:"true" doc:"Environment variable holding the base64 key; read when the runner starts."`
 	KeyB64File     *string          `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the base64 key."`
 	NonceSizeBytes int              `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13."`
@@ -235,15 +205,15 @@ type Encryption struct {
 // top-level value, except that a rule with its own key source never
 // inherits the other key field.
 type EncryptionRule struct {
-	Subject        string  `json:"subject" required:"true" nonblank:"true"`
-	Enabled        bool    `json:"enabled" doc:"false = exemption."`
-	Algorithm      *string `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
-	KeyID          *string `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
-	KeyB64         *Secret `json:"key_b64" secret:"true"`
-	KeyB64Env      *string `json:"key_b64_env" nonblank:"true"`
-	KeyB64File     *string `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
-	NonceSizeBytes *int    `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
-	TagLength      *int    `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
+	Subject        string        `json:"subject" required:"true" nonblank:"true"`
+	Enabled        bool          `json:"enabled" doc:"false = exemption."`
+	Algorithm      *string       `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
+	KeyID          *string       `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
+	KeyB64         *secret.Value `json:"key_b64" secret:"true"`
+	KeyB64Env      *string       `json:"key_b64_env" nonblank:"true"`
+	KeyB64File     *string       `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
+	NonceSizeBytes *int          `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
+	TagLength      *int          `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
 }
 
 // SetDefaults sets a rule's defaults before its object is decoded.
@@ -274,20 +244,8 @@ type Tracing struct {
 func Default() Config {
 	return Config{
 		NATS: NATS{
-			URL:                      "nats://localhost:4222",
-			URLs:                     []string{},
-			Durable:                  true,
-			TLSVerify:                true,
-			WebsocketHeaders:         map[string]string{},
-			WebsocketHeadersEnv:      map[string]string{},
-			AllowReconnect:           true,
-			ConnectTimeoutSeconds:    2,
-			ReconnectTimeWaitSeconds: 2,
-			MaxReconnectAttempts:     60,
-			PingIntervalSeconds:      120,
-			MaxOutstandingPings:      2,
-			PendingSizeBytes:         2097152,
-			DrainTimeoutSeconds:      30,
+			Connection: natsconfig.Default(),
+			Durable:    true,
 		},
 		ConsumerManagement: ConsumerManagement{
 			Mode:           "create_if_missing",

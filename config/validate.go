@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/subject"
+	"github.com/nats-sinks/nats-sink/secret"
 )
 
 // validate applies the rules that involve more than one key, or more than
@@ -32,44 +33,7 @@ var (
 	headerName     = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 	metadataKey    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$`)
 	secretKeyWords = []string{"password", "token", "secret", "private_key", "credentials", "creds", "cert_file", "key_file", "nkey_seed", "key_b64", "key_material"}
-	// Headers that carry credentials must come from the environment, so they
-	// never sit in a configuration file.
-	credentialHeaders = []string{"authorization", "cookie", "proxy-authorization", "x-api-key", "x-auth-token"}
-	// Headers the WebSocket handshake itself controls.
-	protocolHeaders = []string{"connection", "content-length", "host", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-key", "sec-websocket-protocol", "sec-websocket-version", "transfer-encoding", "upgrade"}
 )
-
-const credentialsHint = "must not include credentials; use nats.user, nats.password_env, nats.token_env, nats.creds_file or nats.nkey_seed_file"
-
-// checkServerURL validates one NATS server URL (config.md §3 url).
-func checkServerURL(path, raw string, p *fields.Problems) (scheme string, ok bool) {
-	if strings.ContainsAny(raw, "\x00\r\n") {
-		p.Add(path, "must not contain control characters")
-		return "", false
-	}
-	if raw == "" {
-		p.Add(path, "must not be empty")
-		return "", false
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse errors quote the input, which may hold credentials.
-		p.Add(path, "must be a valid URL")
-		return "", false
-	}
-	scheme = strings.ToLower(u.Scheme)
-	switch {
-	case !slices.Contains([]string{"nats", "tls", "ws", "wss"}, scheme):
-		p.Add(path, "scheme must be one of nats, tls, ws, wss")
-	case u.Host == "" || u.Hostname() == "" && !strings.HasPrefix(u.Host, ":"):
-		p.Add(path, "must include a host")
-	case u.User != nil:
-		p.Add(path, credentialsHint)
-	default:
-		return scheme, true
-	}
-	return scheme, false
-}
 
 func checkName(path, name string, p *fields.Problems) {
 	if name == "" {
@@ -91,58 +55,14 @@ func checkPattern(path, pattern string, p *fields.Problems) bool {
 }
 
 func (n *NATS) validate(p *fields.Problems) {
-	schemes := map[string]bool{}
-	if s, ok := checkServerURL("nats.url", n.URL, p); ok && len(n.URLs) == 0 {
-		schemes[s] = true
-	}
-	for i, u := range n.URLs {
-		if s, ok := checkServerURL(fields.Index("nats.urls", i), u, p); ok {
-			schemes[s] = true
-		}
-	}
-	if (schemes["ws"] || schemes["wss"]) && (schemes["nats"] || schemes["tls"]) {
-		p.Add("nats.urls", "must not mix ws/wss with nats/tls URLs")
+	for _, pr := range n.Connection.Rules("nats", "nats.") {
+		p.Add(pr.Path, pr.Message)
 	}
 	checkName("nats.stream", n.Stream, p)
 	checkName("nats.consumer", n.Consumer, p)
 	if n.Subject != "" {
 		checkPattern("nats.subject", n.Subject, p)
 	}
-
-	// Authentication (runtime.md §16): sources of one secret are exclusive,
-	// user and password come as a pair, and at most one mode is configured.
-	passwordSources := countSet(n.Password != nil, n.PasswordEnv != nil, n.PasswordFile != nil)
-	tokenSources := countSet(n.Token != nil, n.TokenEnv != nil, n.TokenFile != nil)
-	modes := countSet(n.User != nil || passwordSources > 0, tokenSources > 0, n.CredsFile != nil, n.NkeySeedFile != nil)
-	if modes > 1 {
-		p.Add("nats", "configure a single NATS authentication method")
-	}
-	if n.User != nil && passwordSources == 0 {
-		p.Add("nats.user", "requires one of nats.password, nats.password_env, nats.password_file")
-	}
-	if passwordSources > 1 {
-		p.Add("nats.password", "set only one of password, password_env, password_file")
-	}
-	if n.User == nil {
-		for _, s := range []struct {
-			set  bool
-			path string
-		}{{n.Password != nil, "nats.password"}, {n.PasswordEnv != nil, "nats.password_env"}, {n.PasswordFile != nil, "nats.password_file"}} {
-			if s.set {
-				p.Add(s.path, "requires nats.user")
-			}
-		}
-	}
-	if tokenSources > 1 {
-		p.Add("nats.token", "set only one of token, token_env, token_file")
-	}
-	if n.TLSKeyFile != nil && n.TLSCertFile == nil {
-		p.Add("nats.tls_key_file", "requires nats.tls_cert_file")
-	}
-	if n.Domain != nil && n.APIPrefix != nil {
-		p.Add("nats.api_prefix", "must not be set together with nats.domain")
-	}
-	n.validateWebsocketHeaders(schemes["ws"] || schemes["wss"], p)
 }
 
 func countSet(bs ...bool) int {
@@ -153,70 +73,6 @@ func countSet(bs ...bool) int {
 		}
 	}
 	return n
-}
-
-func (n *NATS) validateWebsocketHeaders(websocket bool, p *fields.Problems) {
-	plain := map[string]string{} // lower-cased name -> name as written
-	for _, name := range sortedKeys(n.WebsocketHeaders) {
-		path := "nats.websocket_headers." + name
-		if !checkHeaderName(path, name, plain, p) {
-			continue
-		}
-		lower := strings.ToLower(name)
-		if slices.Contains(credentialHeaders, lower) {
-			p.Add(path, "carries credentials; set it through nats.websocket_headers_env")
-			continue
-		}
-		v := n.WebsocketHeaders[name]
-		switch {
-		case len([]rune(v)) > 2048:
-			p.Add(path, "must be at most 2048 characters")
-		case fields.HasControl(v):
-			p.Add(path, "must not contain control characters")
-		case strings.TrimSpace(v) != v:
-			p.Add(path, "must not have surrounding whitespace")
-		}
-	}
-	fromEnv := map[string]string{}
-	for _, name := range sortedKeys(n.WebsocketHeadersEnv) {
-		path := "nats.websocket_headers_env." + name
-		if !checkHeaderName(path, name, fromEnv, p) {
-			continue
-		}
-		if other, dup := plain[strings.ToLower(name)]; dup {
-			p.Addf(path, "header %q is also set in nats.websocket_headers", other)
-		}
-	}
-	if !websocket {
-		if len(n.WebsocketHeaders) > 0 {
-			p.Add("nats.websocket_headers", "requires ws:// or wss:// server URLs")
-		}
-		if len(n.WebsocketHeadersEnv) > 0 {
-			p.Add("nats.websocket_headers_env", "requires ws:// or wss:// server URLs")
-		}
-	}
-}
-
-// checkHeaderName applies the header-name rules shared by both WebSocket
-// header maps and records the name in seen (case-insensitively).
-func checkHeaderName(path, name string, seen map[string]string, p *fields.Problems) bool {
-	lower := strings.ToLower(name)
-	switch {
-	case strings.TrimSpace(name) != name:
-		p.Add(path, "header name must not have surrounding whitespace")
-	case !headerName.MatchString(name):
-		p.Add(path, "invalid header name")
-	case slices.Contains(protocolHeaders, lower):
-		p.Add(path, "is a WebSocket protocol header and cannot be set")
-	default:
-		if other, dup := seen[lower]; dup {
-			p.Addf(path, "duplicate header name (same as %q ignoring case)", other)
-			return false
-		}
-		seen[lower] = name
-		return true
-	}
-	return false
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -465,7 +321,7 @@ func (e *Encryption) validate(p *fields.Problems) {
 // checkKeySources checks that one key has at most one source and that
 // direct key material decodes to an AES-256 key; key material is never
 // echoed.
-func checkKeySources(path string, value *Secret, envName, fileName *string, p *fields.Problems) {
+func checkKeySources(path string, value *secret.Value, envName, fileName *string, p *fields.Problems) {
 	if countSet(value != nil, envName != nil, fileName != nil) > 1 {
 		p.Add(path+".key_b64", "set only one of key_b64, key_b64_env, key_b64_file")
 	}

@@ -15,14 +15,21 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/natsconn"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // NATSOptions turns the nats section into client options (runtime §16),
 // with the connection events counted in m and logged. Secrets are resolved
-// here; a missing variable or unreadable file is a *config.Error.
+// here; a missing variable or unreadable file is a *config.Error naming the
+// key.
 func NATSOptions(c *config.NATS, env config.Env, log *slog.Logger, m *telemetry.Metrics) ([]nats.Option, error) {
-	opts, err := natsconn.Options(c, "nats", env)
+	opts, err := natsconn.Options(&c.Connection, "nats", env)
+	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
+		// File names the settings for the multi-problem header ("2
+		// problems in the nats settings"); a single problem prints alone.
+		return nil, &config.Error{File: "the nats settings", Problems: ce.Problems}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 )
 
@@ -48,7 +50,7 @@ func Example() {
 		Registerer: prometheus.NewRegistry(),      // your registry (used when metrics.enabled)
 	})
 	if err != nil {
-		fmt.Println("start:", err, "config error:", pipeline.IsConfigError(err))
+		fmt.Println("start:", err, "config error:", errors.Is(err, sink.ErrConfig))
 		return
 	}
 	defer p.Close(5 * time.Second)

@@ -15,8 +15,9 @@
 //	err = p.Run(ctx) // until ctx ends; in-flight batches drain first
 //
 // Programs that build the runner and sink in code use package runner
-// directly. Errors that mean "fix the configuration" (IsConfigError) are the
-// ones the CLI exits 2 for; every other error is a runtime failure.
+// directly. Errors that mean "fix the configuration" satisfy
+// errors.Is(err, sink.ErrConfig); the CLI exits 2 for them, and every other
+// error is a runtime failure.
 package pipeline
 
 import (
@@ -76,25 +77,26 @@ type Pipeline struct {
 }
 
 // startError marks a start-up failure as a configuration problem found while
-// starting (missing secret, consumer drift, missing DLQ stream): exit 2 in
-// the CLI (runtime §2, §17).
+// starting (consumer drift, a missing DLQ stream, a heartbeat that does not
+// fit the consumer): errors.Is(err, sink.ErrConfig), exit 2 in the CLI
+// (runtime §2, §17).
 type startError struct{ err error }
 
-func (e *startError) Error() string { return e.err.Error() }
-func (e *startError) Unwrap() error { return e.err }
+func (e *startError) Error() string        { return e.err.Error() }
+func (e *startError) Unwrap() error        { return e.err }
+func (e *startError) Is(target error) bool { return target == sink.ErrConfig }
 
 func configFailure(err error) error { return &startError{err: err} }
 
-// IsConfigError reports whether err means the configuration (or what it
-// points at: a secret, the consumer's settings, the DLQ stream) must be
-// fixed; retrying without a change cannot succeed. The CLI exits 2 for these.
-func IsConfigError(err error) bool {
-	var se *startError
-	var ce *sink.ConfigError
-	var le *config.Error
-	var re *runner.ConfigError
-	return errors.As(err, &se) || errors.As(err, &ce) || errors.As(err, &le) || errors.As(err, &re) ||
-		errors.Is(err, sink.ErrConfig) || errors.Is(err, runner.ErrConsumerNotFound)
+// fromRunner marks the runner's configuration errors (*runner.ConfigError,
+// runner.ErrConsumerNotFound) as configuration errors, so that a caller
+// needs only errors.Is(err, sink.ErrConfig).
+func fromRunner(err error) error {
+	var ce *runner.ConfigError
+	if errors.As(err, &ce) || errors.Is(err, runner.ErrConsumerNotFound) {
+		return configFailure(err)
+	}
+	return err
 }
 
 // Start runs start-up steps 4–9 of runtime §2 for cfg. On error everything
@@ -143,39 +145,39 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 		}
 	}
 
-	// Steps 5 and 6: the sink and NATS. A NATS republish sink may reuse the
-	// source connection, so it opens after the connection; every other sink
-	// opens first, as runtime §2 orders it.
-	openTheSink := func() error {
-		if o.Sink != nil {
-			p.sink = o.Sink
-			return nil
+	// Steps 5 and 6: the sink, then NATS, as runtime §2 orders them. A sink
+	// that reuses the source connection (the NATS republish sink with
+	// connection null) asks for it while it opens: connect then connects
+	// early, and step 6 finds the connection made.
+	var connErr error
+	connect := func() (*nats.Conn, error) {
+		if p.nc != nil || connErr != nil {
+			return p.nc, connErr
 		}
-		var err error
-		if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, p.nc, o.Env); err != nil {
-			return fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
+		nc, err := nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
+		if err != nil {
+			connErr = fmt.Errorf("connect to NATS: %w", err)
+			return nil, connErr
 		}
-		return nil
-	}
-	sinkNeedsConn := cfg.Sink.Type == "nats"
-	if !sinkNeedsConn {
-		if err := openTheSink(); err != nil {
-			return nil, err
-		}
+		p.nc, p.ownConn = nc, true
+		return nc, nil
 	}
 	if o.Conn != nil {
 		p.nc = o.Conn
-	} else {
-		p.nc, err = nats.Connect(strings.Join(cfg.NATS.Servers(), ","), natsOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("connect to NATS: %w", err)
-		}
-		p.ownConn = true
 	}
-	if sinkNeedsConn {
-		if err := openTheSink(); err != nil {
-			return nil, err
+	if o.Sink != nil {
+		p.sink = o.Sink
+	} else if p.sink, err = OpenSink(ctx, cfg, p.metrics, log, connect, o.Env); err != nil {
+		if connErr != nil {
+			return nil, connErr // the sink could not get the connection: a NATS failure
 		}
+		if _, keyed := errors.AsType[*config.Error](err); keyed {
+			return nil, err // names its key: "sink.password_env: ..."
+		}
+		return nil, fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
+	}
+	if _, err := connect(); err != nil {
+		return nil, err
 	}
 	p.metrics.NATSConnected.Set(1)
 	if p.js, err = NewJetStream(p.nc, &cfg.NATS); err != nil {
@@ -197,7 +199,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 		done()
 		var ce *runner.ConfigError
 		if errors.As(err, &ce) {
-			return nil, err
+			return nil, fromRunner(err)
 		} else if err != nil {
 			log.Warn("dead-letter stream lookup not permitted; skipping the check", "component", "dlq", "error", err.Error())
 		}
@@ -210,7 +212,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	err = refused.explain(sctx, err)
 	done()
 	if err != nil {
-		return nil, err
+		return nil, fromRunner(err)
 	}
 	log.Info("consumer ready", "component", "consumer", "action", action,
 		"stream", cfg.NATS.Stream, "consumer", cfg.NATS.Consumer)
@@ -261,10 +263,11 @@ func (e *ConnClosedError) Error() string {
 // Run consumes until ctx ends, then lets in-flight batches settle within
 // delivery.shutdown_timeout_ms and returns nil. It returns early with an
 // error on a fail-fast stop (runner.ErrFailFast), a consumer that vanished in
-// bind_only mode (runner.ErrConsumerNotFound), or a connection closed for
-// good (*ConnClosedError). When the consumer disappears and the mode may
-// create it, consumer management runs once more and a new runner takes over
-// (runtime §3.1). Run may be called once.
+// bind_only mode (runner.ErrConsumerNotFound, which is also a
+// sink.ErrConfig), or a connection closed for good (*ConnClosedError). When
+// the consumer disappears and the mode may create it, consumer management
+// runs once more and a new runner takes over (runtime §3.1). Run may be
+// called once.
 func (p *Pipeline) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -275,7 +278,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if errors.As(context.Cause(runCtx), &closed) {
 		return closed
 	}
-	return err
+	return fromRunner(err)
 }
 
 func (p *Pipeline) runUntilDone(ctx context.Context) error {

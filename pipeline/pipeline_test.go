@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 )
 
@@ -48,7 +50,7 @@ func TestOptionsEnvReachesTheSink(t *testing.T) {
 	p.Close(time.Second)
 
 	_, err = pipeline.Start(ctx, cfg, pipeline.Options{Env: func(string) (string, bool) { return "", false }})
-	if err == nil || !pipeline.IsConfigError(err) {
+	if err == nil || !errors.Is(err, sink.ErrConfig) {
 		t.Fatalf("Start without the variable = %v, want a configuration error", err)
 	}
 	if want := "NATS_SINK_TEST_ONLY_IN_OPTIONS"; !strings.Contains(err.Error(), want) {

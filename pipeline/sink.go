@@ -2,61 +2,71 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/file"
-	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
-// OpenSink opens the sink cfg configures, passing it the settings it needs
-// from other sections (the file sink's temp-file age, the republish sink's
-// source connection and filters), the metrics it reports to and a logger.
-// m, log, nc and env may be nil; nc is needed only by a nats sink whose
-// connection is null (it reuses the source connection); env resolves the
-// sink's *_env keys (nil: the process environment).
-func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, nc *nats.Conn, env config.Env) (sink.Sink, error) {
-	var op sink.Opener
-	switch c := cfg.Sink.Opener.(type) {
-	case natssink.Config:
-		// connection null reuses the source connection; the loop check
-		// needs the source consumer's filters.
-		c.Source = nc
-		c.SourceDomain, c.SourceAPIPrefix = cfg.NATS.Domain, cfg.NATS.APIPrefix
-		c.SourceFilters = cfg.ConsumerManagement.FilterSubjects
-		if len(c.SourceFilters) == 0 {
-			c.SourceFilters = []string{cfg.NATS.Subject}
+// SinkDeps returns what the pipeline hands the configured sink (sink.Deps):
+// env for its *_env keys (nil: the process environment), log with
+// component "sink" (nil: discarded), m for its own metrics (nil: none),
+// the tracing adapter (spans only while tracing is enabled, since they are
+// children of the runner's message spans), the source it must not loop
+// into or may publish over (nats.stream, the consumer's filter subjects —
+// consumer_management.filter_subjects, else nats.subject —, nats.domain,
+// nats.api_prefix, and conn, which returns the source connection, making it
+// if need be; nil: none), and delivery.shutdown_timeout_ms as the drain
+// bound.
+func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) sink.Deps {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	filters := cfg.ConsumerManagement.FilterSubjects
+	if len(filters) == 0 {
+		filters = []string{cfg.NATS.Subject}
+	}
+	src := sink.Source{Stream: cfg.NATS.Stream, FilterSubjects: filters,
+		Domain: deref(cfg.NATS.Domain), APIPrefix: deref(cfg.NATS.APIPrefix)}
+	if conn != nil {
+		src.Conn = func() (any, error) {
+			nc, err := conn()
+			if nc == nil || err != nil {
+				return nil, err // an untyped nil: no *nats.Conn(nil) in an interface
+			}
+			return nc, nil
 		}
-		op = c
-	case file.Config:
-		// Stale temp files are only removed when older than twice the drain
-		// bound, so another live process's temp file is never touched.
-		c.TempMaxAge = 2 * ms(max(cfg.Delivery.ShutdownTimeoutMS, 1000))
-		op = c
-	default:
-		op = c
 	}
-	if wm, ok := op.(interface {
-		WithMetrics(*telemetry.Metrics) sink.Opener
-	}); ok {
-		op = wm.WithMetrics(m)
+	return sink.Deps{
+		Env:          env,
+		Logger:       log.With("component", "sink"),
+		Metrics:      m.ForSinks(),
+		Tracer:       tracing.ForSinks(),
+		Source:       src,
+		DrainTimeout: ms(cfg.Delivery.ShutdownTimeoutMS),
 	}
-	if we, ok := op.(interface {
-		WithEnv(config.Env) sink.Opener
-	}); ok {
-		op = we.WithEnv(env)
+}
+
+// OpenSink opens the sink cfg configures with SinkDeps(cfg, m, log, conn,
+// env). A configuration problem the sink finds while opening (an unset
+// environment variable, a directory that cannot be used) comes back as a
+// *config.Error whose paths start at the document root
+// ("sink.password_env"), as the loader reports problems; any other error
+// is the sink's own.
+func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) (sink.Sink, error) {
+	s, err := cfg.Sink.Opener.Open(ctx, SinkDeps(cfg, m, log, conn, env))
+	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
+		// File names the settings for the multi-problem header ("2
+		// problems in the sink settings"); a single problem prints alone.
+		return nil, &config.Error{File: "the sink settings", Problems: ce.At("sink").Problems}
 	}
-	if wl, ok := op.(interface {
-		WithLogger(*slog.Logger) sink.Opener
-	}); ok {
-		if log == nil {
-			log = slog.New(slog.DiscardHandler)
-		}
-		op = wl.WithLogger(log.With("component", "sink"))
+	if err != nil {
+		return nil, err
 	}
-	return op.Open(ctx)
+	return s, nil
 }

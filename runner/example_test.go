@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nats-sinks/nats-sink/runner"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -49,7 +50,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	fc := file.Default()
 	fc.Directory = filepath.Join(dir, "events")
-	files, err := fc.Open(ctx)
+	files, err := fc.Open(ctx, sink.Deps{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -10,11 +10,14 @@ import (
 // Deps is everything a sink gets from its host, passed to Opener.Open. The
 // host (the pipeline, or a program using the runner directly) fills what it
 // has; the zero Deps is valid: the process environment, a discarding logger,
-// no metrics, no spans, no source information.
+// no metrics, no spans, no source information. Sinks read it through its
+// methods (LookupEnv, Log, Meter, Tracing), which supply those defaults.
 //
 // Deps is how a sink stays independent of the application: it imports this
 // package, its own driver and leaf helpers, never the configuration loader,
-// the metrics registry or the tracing SDK.
+// the metrics registry or the tracing SDK. The pipeline fills it from the
+// configuration's other sections (metrics.namespace, tracing, nats,
+// delivery.shutdown_timeout_ms).
 type Deps struct {
 	// Env looks up environment variables for *_env keys; nil means
 	// os.LookupEnv. Sinks read secrets at Open, never while decoding.
@@ -81,36 +84,44 @@ type Source struct {
 	// "" = none.
 	Domain    string
 	APIPrefix string
-	// Conn is the host's NATS connection, a *nats.Conn of
-	// github.com/nats-io/nats.go, for sinks that may publish over it; nil when
-	// the host has none. It is typed any so that this package imports only
-	// the standard library.
-	Conn any
+	// Conn returns the host's NATS connection, a *nats.Conn of
+	// github.com/nats-io/nats.go, for sinks that may publish over it; the
+	// host connects when it is first asked, so a sink that does not call it
+	// does not make the host connect before the sink has opened. It returns
+	// nil, nil when the host has no connection, and the host's connect
+	// error, which the sink returns as it is. Nil means no connection. Read
+	// it through Connection. The result is typed any so that this package
+	// imports only the standard library.
+	Conn func() (any, error)
+}
+
+// Connection returns the host's NATS connection through s.Conn: nil, nil
+// when there is none.
+func (s Source) Connection() (any, error) {
+	if s.Conn == nil {
+		return nil, nil
+	}
+	return s.Conn()
 }
 
 // Metrics registers a sink's metrics with the host. Names are given without
 // the host's namespace ("http_request_seconds"); the host prefixes them.
 // Registering a name twice returns the instrument already registered under
 // it, so several sinks of one type share one series. An error means the name
-// clashes with a metric of another kind or with the host's own metrics.
+// clashes with a metric of another kind or with the host's own metrics; the
+// instrument returned with it is a working no-op, so that a sink may ignore
+// the error (a metric must never stop data from moving). Instruments are
+// safe for concurrent use.
 type Metrics interface {
 	Counter(name, help string) (Counter, error)
-	// CounterVec is a counter with one label, such as
-	// http_responses_total{class}.
-	CounterVec(name, help, label string) (CounterVec, error)
 	Gauge(name, help string) (Gauge, error)
 	// Histogram observes values in seconds; nil buckets means the host's
 	// latency buckets.
 	Histogram(name, help string, buckets []float64) (Histogram, error)
 }
 
-// Counter is a monotonically increasing count.
+// Counter is a monotonically increasing count. Add ignores n ≤ 0.
 type Counter interface{ Add(n int) }
-
-// CounterVec is a family of counters told apart by one label's value.
-type CounterVec interface {
-	With(labelValue string) Counter
-}
 
 // Gauge is a value that goes up and down.
 type Gauge interface{ Set(v float64) }
@@ -125,7 +136,11 @@ type Tracer interface {
 	// StartClient starts a span of kind client (producer when producer is
 	// true) for one envelope's call to the destination, named name (for
 	// example the HTTP method). The returned context carries the span, so
-	// TraceHeaders with it propagates the span downstream.
+	// TraceHeaders with it propagates the span downstream. Without a span
+	// to be a child of (tracing disabled, or ctx is not the context
+	// WriteBatch received) it returns ctx itself and a Span that does
+	// nothing, so a sink may skip header work when the two contexts are
+	// equal.
 	StartClient(ctx context.Context, e *Envelope, name string, producer bool, attrs ...Attr) (context.Context, Span)
 	// TraceHeaders returns the W3C trace-context headers (traceparent,
 	// tracestate, baggage) to send downstream for e: those of the span in
@@ -154,10 +169,7 @@ type Attr struct {
 type nopMetrics struct{}
 
 func (nopMetrics) Counter(string, string) (Counter, error) { return nopInstrument{}, nil }
-func (nopMetrics) CounterVec(string, string, string) (CounterVec, error) {
-	return nopInstrument{}, nil
-}
-func (nopMetrics) Gauge(string, string) (Gauge, error) { return nopInstrument{}, nil }
+func (nopMetrics) Gauge(string, string) (Gauge, error)     { return nopInstrument{}, nil }
 func (nopMetrics) Histogram(string, string, []float64) (Histogram, error) {
 	return nopInstrument{}, nil
 }
@@ -165,7 +177,6 @@ func (nopMetrics) Histogram(string, string, []float64) (Histogram, error) {
 type nopInstrument struct{}
 
 func (nopInstrument) Add(int)               {}
-func (nopInstrument) With(string) Counter   { return nopInstrument{} }
 func (nopInstrument) Set(float64)           {}
 func (nopInstrument) Observe(float64)       {}
 func (nopInstrument) SetAttributes(...Attr) {}

@@ -22,4 +22,16 @@
 //     context) is Temporary. Reporting Committed for a record that is not
 //     durable loses data; reporting Temporary for one that is only writes it
 //     twice.
+//
+// # The boundary between a sink and its host
+//
+// A sink package imports this package, its own driver and leaf helpers,
+// never the host's configuration loader, metrics registry or tracing SDK.
+// Its Config is its Opener: Decode builds it from the "sink" object of a
+// configuration file, a program may build it in Go, and Open validates it
+// either way before starting the sink. What the sink needs from the host
+// (environment, logger, metrics, tracer, the source it consumes, the drain
+// bound) arrives in Deps. Configuration problems are a *ConfigError with
+// paths relative to the sink object; errors.Is(err, ErrConfig) recognises
+// every configuration error.
 package sink

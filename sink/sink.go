@@ -30,15 +30,27 @@ type HealthChecker interface {
 	Healthcheck(ctx context.Context) error
 }
 
-// An Opener is a sink's validated configuration. Open starts the sink (pools,
-// directories, DDL, secrets) without any message I/O; the returned Sink is
-// ready for WriteBatch.
+// An Opener is a sink's configuration, as database/sql/driver's Connector
+// is a driver's: a sink package's Config implements it. Open validates the
+// configuration first (a Config built in Go gets the checks a decoded one
+// got), then starts the sink (pools, directories, DDL, secrets) without any
+// message I/O; the returned Sink is ready for WriteBatch. Everything else a
+// sink needs from its host (environment, logger, metrics, tracer, what the
+// host consumes) arrives in deps, never through the sink's Config.
+//
+// Configuration problems, found by validation or while opening (an unset
+// environment variable, a missing directory with creation disabled), are a
+// *ConfigError with paths relative to the sink object, or an error wrapping
+// ErrConfig when no key is to blame; the host exits 2 for both. Any other
+// error (an unreachable server, refused credentials) is a runtime failure.
 type Opener interface {
-	Open(ctx context.Context) (Sink, error)
+	Open(ctx context.Context, deps Deps) (Sink, error)
 }
 
 // A Decoder validates one "sink" configuration object without any I/O and
 // returns its Opener. The raw object has already passed strict JSON parsing
 // and environment overrides. Problems are reported as a *ConfigError whose
 // paths are relative to the sink object ("directory", not "sink.directory").
+// A sink's Decode decodes onto its Default() and then runs the Config's
+// Validate method, the same checks Open runs.
 type Decoder func(raw json.RawMessage) (Opener, error)

@@ -366,17 +366,27 @@ func messageContext(ctx context.Context, env *sink.Envelope) context.Context {
 // Span. Inject or Headers with the returned context then carry this span
 // downstream.
 func StartClient(ctx context.Context, env *sink.Envelope, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, Span) {
+	pctx, tr, ok := clientParent(ctx, env)
+	if !ok {
+		return ctx, Span{}
+	}
+	ctx, s := tr.Start(pctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return ctx, Span{s}
+}
+
+// clientParent returns the parent context and tracer of a client span for
+// env (see StartClient), and false when there is no span to be a child of.
+func clientParent(ctx context.Context, env *sink.Envelope) (context.Context, trace.Tracer, bool) {
 	pctx := messageContext(ctx, env)
 	parent := trace.SpanFromContext(pctx)
 	if !parent.SpanContext().IsValid() {
-		return ctx, Span{}
+		return ctx, nil, false
 	}
 	tr := parent.TracerProvider().Tracer(ScopeName)
 	if ws, _ := ctx.Value(writeKey{}).(*writeScope); ws != nil {
 		tr = ws.b.t.tracer
 	}
-	ctx, s := tr.Start(pctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
-	return ctx, Span{s}
+	return pctx, tr, true
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.

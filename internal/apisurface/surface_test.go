@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -84,6 +85,82 @@ func TestPublicAPI(t *testing.T) {
 				continue
 			}
 			t.Errorf("%s lists a package that is no longer public", l)
+		}
+	}
+}
+
+// TestNoInternalTypes: no exported declaration of a public package names a
+// type of an internal package (a parameter, a result, a field, an embedded
+// struct, an interface method): a library user cannot name such a type,
+// so an API that needs one cannot be used from outside the module.
+func TestNoInternalTypes(t *testing.T) {
+	for _, pkg := range publicPackages(t) {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, filepath.Join(root, pkg), func(fi os.FileInfo) bool {
+			return !strings.HasSuffix(fi.Name(), "_test.go")
+		}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkgs {
+			for name, f := range p.Files {
+				internal := map[string]string{} // local import name -> path, for internal packages
+				for _, imp := range f.Imports {
+					path := strings.Trim(imp.Path.Value, `"`)
+					if !strings.Contains(path, "/internal/") && !strings.HasSuffix(path, "/internal") {
+						continue
+					}
+					local := path[strings.LastIndex(path, "/")+1:]
+					if imp.Name != nil {
+						local = imp.Name.Name
+					}
+					internal[local] = path
+				}
+				if len(internal) == 0 {
+					continue
+				}
+				report := func(what string, n ast.Node) {
+					ast.Inspect(n, func(n ast.Node) bool {
+						if sel, ok := n.(*ast.SelectorExpr); ok {
+							if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] != "" {
+								t.Errorf("%s: %s uses %s.%s of internal package %s", filepath.Join(pkg, filepath.Base(name)), what, id.Name, sel.Sel.Name, internal[id.Name])
+							}
+						}
+						return true
+					})
+				}
+				for _, decl := range f.Decls {
+					switch d := decl.(type) {
+					case *ast.FuncDecl:
+						if !d.Name.IsExported() || d.Recv != nil && len(d.Recv.List) > 0 && !exportedRecv(d.Recv.List[0].Type) {
+							continue
+						}
+						report("func "+d.Name.Name, d.Type)
+					case *ast.GenDecl:
+						for _, spec := range d.Specs {
+							switch s := spec.(type) {
+							case *ast.TypeSpec:
+								if !s.Name.IsExported() {
+									continue
+								}
+								if st, ok := s.Type.(*ast.StructType); ok {
+									for _, fl := range st.Fields.List {
+										if len(fl.Names) == 0 || slices.ContainsFunc(fl.Names, func(n *ast.Ident) bool { return n.IsExported() }) {
+											report("type "+s.Name.Name+" field", fl.Type)
+										}
+									}
+									continue
+								}
+								report("type "+s.Name.Name, s.Type)
+							case *ast.ValueSpec:
+								if s.Type != nil && slices.ContainsFunc(s.Names, func(n *ast.Ident) bool { return n.IsExported() }) {
+									report("var/const "+s.Names[0].Name, s.Type)
+								}
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -30,9 +30,10 @@ func Decode(tree any, dst any, path string, p *Problems) {
 
 // DecodeSink is the body of a sink Decoder: it parses raw strictly, decodes
 // it onto dst (a pointer to the sink's Config holding its defaults, which
-// must declare a `Type string json:"type"` field for the discriminator), runs
-// dst's Validate method when it implements Validator, and returns a
-// *sink.ConfigError with paths relative to the sink object, or nil.
+// must declare a `Type string json:"type"` field for the discriminator),
+// and, when that found no problem, runs dst's Validate method if it
+// implements Validator. It returns a *sink.ConfigError with paths relative
+// to the sink object, or nil.
 func DecodeSink(raw json.RawMessage, dst any) error {
 	var p Problems
 	tree, err := jsonx.Parse(raw)
@@ -45,15 +46,13 @@ func DecodeSink(raw json.RawMessage, dst any) error {
 		return &sink.ConfigError{Problems: p.List()}
 	}
 	Decode(tree, dst, "", &p)
-	if p.Len() == 0 {
-		if val, ok := dst.(Validator); ok {
-			val.Validate(&p)
-		}
+	if p.Len() > 0 {
+		return p.Err()
 	}
-	if p.Len() == 0 {
-		return nil
+	if val, ok := dst.(Validator); ok {
+		return val.Validate()
 	}
-	return &sink.ConfigError{Problems: p.List()}
+	return nil
 }
 
 // Join appends key to path with a dot ("" + "a" = "a").
@@ -303,16 +302,7 @@ func decodeSlice(val any, fv reflect.Value, f *field, path string, p *Problems) 
 		return false
 	}
 	before := p.Len()
-	if f.minitems > 0 && len(items) < f.minitems {
-		if f.minitems == 1 {
-			p.Add(path, "must not be empty")
-		} else {
-			p.Addf(path, "must have at least %d items (got %d)", f.minitems, len(items))
-		}
-	}
-	if f.maxitems > 0 && len(items) > f.maxitems {
-		p.Addf(path, "must have at most %d items (got %d)", f.maxitems, len(items))
-	}
+	checkItems(len(items), f, path, p)
 	et := fv.Type().Elem()
 	out := reflect.MakeSlice(fv.Type(), 0, len(items))
 	seen := map[any]int{}
@@ -326,12 +316,8 @@ func decodeSlice(val any, fv reflect.Value, f *field, path string, p *Problems) 
 		if item == nil && !ok {
 			p.Addf(ip, "expected %s (got null)", typeName(et))
 		}
-		if ok && decodeValue(item, ev.Elem(), itemField(f), ip, p) && f.unique && ev.Elem().Comparable() {
-			k := ev.Elem().Interface()
-			if _, dup := seen[k]; dup {
-				p.Addf(ip, "duplicate value %s", quoteValue(k))
-			}
-			seen[k] = i
+		if ok && decodeValue(item, ev.Elem(), itemField(f), ip, p) && f.unique {
+			checkUnique(ev.Elem(), ip, i, seen, p)
 		}
 		// Keep every item, even one with problems, so that indices still
 		// match the document when Validate methods report on later items.
@@ -339,6 +325,39 @@ func decodeSlice(val any, fv reflect.Value, f *field, path string, p *Problems) 
 	}
 	fv.Set(out)
 	return p.Len() == before
+}
+
+// checkItems applies minitems and maxitems to a slice of n items.
+func checkItems(n int, f *field, path string, p *Problems) {
+	if f.minitems > 0 && n < f.minitems {
+		if f.minitems == 1 {
+			p.Add(path, "must not be empty")
+		} else {
+			p.Addf(path, "must have at least %d items (got %d)", f.minitems, n)
+		}
+	}
+	if f.maxitems > 0 && n > f.maxitems {
+		p.Addf(path, "must have at most %d items (got %d)", f.maxitems, n)
+	}
+}
+
+// checkUnique reports item i at path when an earlier item had its value.
+func checkUnique(v reflect.Value, path string, i int, seen map[any]int, p *Problems) {
+	if !v.Comparable() {
+		return
+	}
+	k := v.Interface()
+	if _, dup := seen[k]; dup {
+		p.Addf(path, "duplicate value %s", quoteValue(k))
+	}
+	seen[k] = i
+}
+
+// checkEntries applies maxitems to a map of n entries.
+func checkEntries(n int, f *field, path string, p *Problems) {
+	if f.maxitems > 0 && n > f.maxitems {
+		p.Addf(path, "must have at most %d entries (got %d)", f.maxitems, n)
+	}
 }
 
 // itemField returns the rules that apply to each item of a slice or map
@@ -366,9 +385,7 @@ func decodeMap(val any, fv reflect.Value, f *field, path string, p *Problems) bo
 		panic("fields: map keys must be strings at " + path)
 	}
 	before := p.Len()
-	if f.maxitems > 0 && len(m) > f.maxitems {
-		p.Addf(path, "must have at most %d entries (got %d)", f.maxitems, len(m))
-	}
+	checkEntries(len(m), f, path, p)
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -396,7 +413,12 @@ func decodeMap(val any, fv reflect.Value, f *field, path string, p *Problems) bo
 // checkString normalises s per the field's tags and applies its string
 // rules in a fixed order, reporting the first that fails.
 func checkString(s string, f *field, path string, p *Problems) (string, bool) {
-	orig := s
+	n := normalise(s, f)
+	return n, stringRules(n, s, f, path, p)
+}
+
+// normalise applies trim, lower, upper and replace.
+func normalise(s string, f *field) string {
 	if f.trim {
 		s = strings.TrimSpace(s)
 	}
@@ -409,6 +431,13 @@ func checkString(s string, f *field, path string, p *Problems) (string, bool) {
 	if f.replaceOld != "" {
 		s = strings.ReplaceAll(s, f.replaceOld, f.replaceNew)
 	}
+	return s
+}
+
+// stringRules applies the string rules to s, the normalised value, and
+// reports the first that fails; orig, the value as written, is what
+// messages quote.
+func stringRules(s, orig string, f *field, path string, p *Problems) bool {
 	switch {
 	case f.nonblank && strings.TrimSpace(s) == "":
 		p.Add(path, "must not be empty")
@@ -429,9 +458,9 @@ func checkString(s string, f *field, path string, p *Problems) (string, bool) {
 	case len(f.enum) > 0 && !slices.Contains(f.enum, s):
 		p.Addf(path, "must be one of %s (got %q)", strings.Join(f.enum, ", "), strings.TrimSpace(orig))
 	default:
-		return s, true
+		return true
 	}
-	return s, false
+	return false
 }
 
 // HasControl reports whether s contains a C0 control character or DEL.

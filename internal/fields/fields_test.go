@@ -195,10 +195,12 @@ type testSink struct {
 	Password  *string `json:"password" secret:"true"`
 }
 
-func (s *testSink) Validate(p *Problems) {
-	if s.Directory == "/" {
-		p.Add("directory", "must not be the root directory")
-	}
+func (s *testSink) Validate() error {
+	return Validate(s, func(p *Problems) {
+		if s.Directory == "/" {
+			p.Add("directory", "must not be the root directory")
+		}
+	})
 }
 
 func TestDecodeSink(t *testing.T) {

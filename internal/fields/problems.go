@@ -35,6 +35,15 @@ func (p *Problems) Addf(path, format string, args ...any) {
 	p.Add(path, fmt.Sprintf(format, args...))
 }
 
+// Err returns the problems as a *sink.ConfigError in schema order, or nil
+// when there are none.
+func (p *Problems) Err() error {
+	if p.Len() == 0 {
+		return nil
+	}
+	return &sink.ConfigError{Problems: p.List()}
+}
+
 // Len returns the number of problems recorded so far.
 func (p *Problems) Len() int { return len(p.items) }
 

@@ -35,6 +35,15 @@
 //	secret:"true"       Effective masks the value
 //	presence:"key"      on a bool field with json:"-": set when key is present
 //	fields:"external"   the key is known but decoded by the caller
+//	after:"key"         schema order: this key comes right after key, for a
+//	                    struct that embeds a block of shared keys (package
+//	                    natsconfig) yet keeps the order of the document's table
+//
+// Decode applies the rules while it decodes a document; Check applies the
+// same rules, with the same messages, to a struct value (one built in Go, or
+// decoded): the normalising tags (trim, lower, upper, replace, blanknull
+// aside) do not change a value there, and required is a decoding rule only,
+// since a Go value has no notion of an absent key.
 //
 // Pointer fields are nullable ("string or null"): null and absence leave
 // them nil. Slices of structs start each item from the element's defaults
@@ -55,10 +64,12 @@ type Defaulter interface {
 	SetDefaults()
 }
 
-// A Validator checks cross-field rules after decoding. DecodeSink calls it on
-// its destination; config sections call their own.
+// A Validator is a configuration that validates itself: every problem, with
+// paths relative to it, as a *sink.ConfigError (see Validate). DecodeSink
+// calls it after a clean decode; a sink's Open calls it first, so that a
+// Config built in Go gets the checks a decoded one gets.
 type Validator interface {
-	Validate(p *Problems)
+	Validate() error
 }
 
 type field struct {
@@ -115,7 +126,30 @@ func (s *structFields) field(name string) *field { return s.byName[name] }
 func structInfo(t reflect.Type) *structFields {
 	s := &structFields{byName: map[string]*field{}}
 	s.add(t, nil)
+	s.order(t)
 	return s
+}
+
+// order moves the fields tagged after:"key" right behind key, in
+// declaration order (so a run of them keeps its own order), and numbers the
+// schema positions.
+func (s *structFields) order(t reflect.Type) {
+	for _, f := range slices.Clone(s.fields) {
+		key := f.tag.Get("after")
+		if key == "" {
+			continue
+		}
+		i := slices.Index(s.fields, f)
+		s.fields = slices.Delete(s.fields, i, i+1)
+		j := slices.IndexFunc(s.fields, func(g *field) bool { return g.name == key })
+		if j < 0 {
+			panic("fields: after:" + strconv.Quote(key) + " names no key of " + t.String())
+		}
+		s.fields = slices.Insert(s.fields, j+1, f)
+	}
+	for i, f := range s.fields {
+		f.pos = i
+	}
 }
 
 // add appends the fields of t, whose value sits at index path prefix in the
@@ -147,7 +181,6 @@ func (s *structFields) add(t reflect.Type, prefix []int) {
 		}
 		f := parseField(sf)
 		f.index = index
-		f.pos = len(s.fields)
 		s.fields = append(s.fields, f)
 		s.byName[name] = f
 	}

@@ -1,11 +1,11 @@
-// Package natsconn turns NATS connection settings (the nats section, or the
-// NATS republish sink's connection object) into nats.go client options, the
-// same way for both (spec runtime.md §16).
+// Package natsconn turns NATS connection settings (natsconfig.Connection:
+// the nats section, or the NATS republish sink's connection object) into
+// nats.go client options, the same way for both (spec runtime.md §16).
 //
 // Everything the client would otherwise only discover while connecting —
 // an unset environment variable, an unreadable or malformed credentials,
 // NKey seed, CA, certificate or key file, an expired user JWT — is checked
-// here and reported as a *config.Error naming the key (exit 2), every
+// here and reported as a *sink.ConfigError naming the key (exit 2), every
 // problem at once. What only the server can judge (a wrong password, a
 // revoked user, a certificate the server does not trust) is left to the
 // connection attempt, whose error carries the server's reason.
@@ -41,15 +41,21 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/natsconfig"
+	"github.com/nats-sinks/nats-sink/secret"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Options returns the client options for c. Secrets are resolved here, when
-// a connection is about to open, never during validation; a missing
-// variable, an unreadable or malformed file is a *config.Error whose paths
-// start with path ("nats" or "connection") and never show a secret or a
-// file's content. Event handlers are the caller's to add.
-func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error) {
+// a connection is about to open, never during validation; env looks up
+// environment variables (nil: the process environment). A missing
+// variable, an unreadable or malformed file is a *sink.ConfigError whose
+// paths start with path ("nats" or "connection") and never show a secret or
+// a file's content. Event handlers are the caller's to add.
+func Options(c *natsconfig.Connection, path string, env func(name string) (string, bool)) ([]nats.Option, error) {
+	if env == nil {
+		env = os.LookupEnv
+	}
 	opts := []nats.Option{
 		nats.Timeout(time.Duration(c.ConnectTimeoutSeconds) * time.Second),
 		nats.ReconnectWait(time.Duration(c.ReconnectTimeWaitSeconds) * time.Second),
@@ -71,29 +77,28 @@ func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error)
 		opts = append(opts, nats.NoReconnect())
 	}
 
-	var problems []config.Problem
+	var problems []sink.Problem
 	fail := func(err error) {
-		var ce *config.Error
-		if errors.As(err, &ce) {
+		if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 			problems = append(problems, ce.Problems...)
 			return
 		}
-		problems = append(problems, config.Problem{Path: path, Message: err.Error()})
+		problems = append(problems, sink.Problem{Path: path, Message: err.Error()})
 	}
 	problem := func(key, msg string) {
-		problems = append(problems, config.Problem{Path: path + "." + key, Message: msg})
+		problems = append(problems, sink.Problem{Path: path + "." + key, Message: msg})
 	}
 
 	// Authentication: the loader allows at most one method.
 	if c.User != nil {
-		pw, _, err := config.ResolveSecret(path+".password", c.Password, c.PasswordEnv, c.PasswordFile, env)
+		pw, _, err := secret.Resolve(path+".password", c.Password, c.PasswordEnv, c.PasswordFile, env)
 		if err != nil {
 			fail(err)
 		} else {
 			opts = append(opts, nats.UserInfo(*c.User, pw.Reveal()))
 		}
 	}
-	if tok, ok, err := config.ResolveSecret(path+".token", c.Token, c.TokenEnv, c.TokenFile, env); err != nil {
+	if tok, ok, err := secret.Resolve(path+".token", c.Token, c.TokenEnv, c.TokenFile, env); err != nil {
 		fail(err)
 	} else if ok {
 		opts = append(opts, nats.Token(tok.Reveal()))
@@ -163,7 +168,7 @@ func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error)
 		// stable order.
 		for _, k := range slices.Sorted(maps.Keys(c.WebsocketHeadersEnv)) {
 			name := c.WebsocketHeadersEnv[k]
-			v, ok := env.Lookup(name)
+			v, ok := env(name)
 			if !ok {
 				problem("websocket_headers_env."+k, fmt.Sprintf("environment variable %s is not set", name))
 				continue
@@ -173,9 +178,7 @@ func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error)
 		opts = append(opts, nats.WebSocketConnectionHeaders(h))
 	}
 	if len(problems) > 0 {
-		// File names the settings for the multi-problem header ("2
-		// problems in the nats settings"); a single problem prints alone.
-		return nil, &config.Error{File: "the " + path + " settings", Problems: problems}
+		return nil, &sink.ConfigError{Problems: problems}
 	}
 	return opts, nil
 }
@@ -183,7 +186,7 @@ func Options(c *config.NATS, path string, env config.Env) ([]nats.Option, error)
 // UsesTLS reports whether the connection uses TLS by configuration
 // (runtime §16): a TLS file is set or a URL has the tls or wss scheme. The
 // client also upgrades when the server requires TLS.
-func UsesTLS(c *config.NATS) bool {
+func UsesTLS(c *natsconfig.Connection) bool {
 	if c.TLSCAFile != nil || c.TLSCertFile != nil || c.TLSKeyFile != nil {
 		return true
 	}
@@ -197,7 +200,7 @@ func UsesTLS(c *config.NATS) bool {
 
 // websocket reports whether the seed URLs are WebSocket URLs (the loader
 // does not let them mix with nats/tls).
-func websocket(c *config.NATS) bool {
+func websocket(c *natsconfig.Connection) bool {
 	for _, u := range c.Servers() {
 		if l := strings.ToLower(u); strings.HasPrefix(l, "ws://") || strings.HasPrefix(l, "wss://") {
 			return true

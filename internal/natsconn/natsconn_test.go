@@ -17,30 +17,35 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/natsconn"
 	"github.com/nats-sinks/nats-sink/internal/natsconn/natsconntest"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/natsconfig"
+	"github.com/nats-sinks/nats-sink/secret"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // settings returns the nats section's defaults with the given seed URLs,
 // no reconnects (a failed handshake must fail the test at once) and a short
 // connect timeout.
-func settings(urls ...string) *config.NATS {
-	c := config.Default().NATS
+func settings(urls ...string) *natsconfig.Connection {
+	c := natsconfig.Default()
 	c.URLs = urls
 	c.AllowReconnect = false
 	c.ConnectTimeoutSeconds = 5
 	return &c
 }
 
-func envOf(m map[string]string) config.Env {
+// env looks up environment variables, as Options takes them.
+type env = func(name string) (string, bool)
+
+func envOf(m map[string]string) env {
 	return func(name string) (string, bool) { v, ok := m[name]; return v, ok }
 }
 
 // dial builds the options for c and connects. A configuration error fails
 // the test: use options() for the cases that expect one.
-func dial(t *testing.T, c *config.NATS, env config.Env) (*nats.Conn, error) {
+func dial(t *testing.T, c *natsconfig.Connection, env env) (*nats.Conn, error) {
 	t.Helper()
 	opts, err := natsconn.Options(c, "nats", env)
 	if err != nil {
@@ -55,7 +60,7 @@ func dial(t *testing.T, c *config.NATS, env config.Env) (*nats.Conn, error) {
 
 // mustConnect connects and checks the connection works end to end (a
 // request/reply round trip through the server).
-func mustConnect(t *testing.T, c *config.NATS, env config.Env) *nats.Conn {
+func mustConnect(t *testing.T, c *natsconfig.Connection, env env) *nats.Conn {
 	t.Helper()
 	nc, err := dial(t, c, env)
 	if err != nil {
@@ -70,7 +75,7 @@ func mustConnect(t *testing.T, c *config.NATS, env config.Env) *nats.Conn {
 // mustFail connects, expects a failure whose text contains want
 // (case-insensitive; alternatives separated by "|") and none of the
 // secrets.
-func mustFail(t *testing.T, c *config.NATS, env config.Env, want string, secrets ...string) {
+func mustFail(t *testing.T, c *natsconfig.Connection, env env, want string, secrets ...string) {
 	t.Helper()
 	nc, err := dial(t, c, env)
 	if err == nil {
@@ -87,14 +92,14 @@ func mustFail(t *testing.T, c *config.NATS, env config.Env, want string, secrets
 	noSecrets(t, err.Error(), secrets...)
 }
 
-// configProblems expects Options to fail with a *config.Error and returns
+// configProblems expects Options to fail with a *sink.ConfigError and returns
 // its problems as "path: message" lines.
-func configProblems(t *testing.T, c *config.NATS, env config.Env, secrets ...string) []string {
+func configProblems(t *testing.T, c *natsconfig.Connection, env env, secrets ...string) []string {
 	t.Helper()
 	_, err := natsconn.Options(c, "nats", env)
-	var ce *config.Error
+	var ce *sink.ConfigError
 	if !errors.As(err, &ce) {
-		t.Fatalf("Options error = %v, want a *config.Error", err)
+		t.Fatalf("Options error = %v, want a *sink.ConfigError", err)
 	}
 	var got []string
 	for _, p := range ce.Problems {
@@ -157,7 +162,7 @@ func TestUserPassword(t *testing.T) {
 	const right = "pw-Right-7d1e9c"
 	s := natsconntest.StartServer(t, &server.Options{Users: []*server.User{{Username: "sink", Password: right}}})
 	user := "sink"
-	withPassword := func(edit func(c *config.NATS)) *config.NATS {
+	withPassword := func(edit func(c *natsconfig.Connection)) *natsconfig.Connection {
 		c := settings(s.ClientURL())
 		c.User = &user
 		edit(c)
@@ -166,21 +171,21 @@ func TestUserPassword(t *testing.T) {
 	env := envOf(map[string]string{"NS_PW": right, "NS_BAD": "pw-Wrong-0a5f31"})
 
 	t.Run("inline", func(t *testing.T) {
-		mustConnect(t, withPassword(func(c *config.NATS) { c.Password = ptr(config.Secret(right)) }), nil)
+		mustConnect(t, withPassword(func(c *natsconfig.Connection) { c.Password = ptr(secret.Value(right)) }), nil)
 	})
 	t.Run("password_env", func(t *testing.T) {
-		mustConnect(t, withPassword(func(c *config.NATS) { c.PasswordEnv = ptr("NS_PW") }), env)
+		mustConnect(t, withPassword(func(c *natsconfig.Connection) { c.PasswordEnv = ptr("NS_PW") }), env)
 	})
 	t.Run("password_file", func(t *testing.T) {
 		f := writeFile(t, "pw", right+"\n") // one trailing newline is removed
-		mustConnect(t, withPassword(func(c *config.NATS) { c.PasswordFile = &f }), nil)
+		mustConnect(t, withPassword(func(c *natsconfig.Connection) { c.PasswordFile = &f }), nil)
 	})
 	t.Run("wrong password", func(t *testing.T) {
-		c := withPassword(func(c *config.NATS) { c.PasswordEnv = ptr("NS_BAD") })
+		c := withPassword(func(c *natsconfig.Connection) { c.PasswordEnv = ptr("NS_BAD") })
 		mustFail(t, c, env, "authorization violation", "pw-Wrong-0a5f31", right)
 	})
 	t.Run("wrong user", func(t *testing.T) {
-		c := withPassword(func(c *config.NATS) { c.Password = ptr(config.Secret(right)) })
+		c := withPassword(func(c *natsconfig.Connection) { c.Password = ptr(secret.Value(right)) })
 		c.User = ptr("intruder")
 		mustFail(t, c, nil, "authorization violation", right)
 	})
@@ -188,7 +193,7 @@ func TestUserPassword(t *testing.T) {
 		mustFail(t, settings(s.ClientURL()), nil, "authorization violation")
 	})
 	t.Run("unset variable is a configuration error naming it", func(t *testing.T) {
-		c := withPassword(func(c *config.NATS) { c.PasswordEnv = ptr("NS_UNSET") })
+		c := withPassword(func(c *natsconfig.Connection) { c.PasswordEnv = ptr("NS_UNSET") })
 		got := configProblems(t, c, env, right)
 		want := []string{"nats.password_env: environment variable NS_UNSET is not set"}
 		if diff := cmp.Diff(want, got); diff != "" {
@@ -197,7 +202,7 @@ func TestUserPassword(t *testing.T) {
 	})
 	t.Run("unreadable file", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "missing")
-		c := withPassword(func(c *config.NATS) { c.PasswordFile = &missing })
+		c := withPassword(func(c *natsconfig.Connection) { c.PasswordFile = &missing })
 		got := configProblems(t, c, nil)
 		if len(got) != 1 || !strings.HasPrefix(got[0], "nats.password_file: cannot read secret file: ") {
 			t.Errorf("problems = %q, want one nats.password_file problem", got)
@@ -211,11 +216,11 @@ func TestToken(t *testing.T) {
 	env := envOf(map[string]string{"NS_TOKEN": right})
 	for _, tt := range []struct {
 		name string
-		edit func(*config.NATS)
+		edit func(*natsconfig.Connection)
 	}{
-		{"inline", func(c *config.NATS) { c.Token = ptr(config.Secret(right)) }},
-		{"token_env", func(c *config.NATS) { c.TokenEnv = ptr("NS_TOKEN") }},
-		{"token_file", func(c *config.NATS) { c.TokenFile = ptr(writeFile(t, "tok", right+"\n")) }},
+		{"inline", func(c *natsconfig.Connection) { c.Token = ptr(secret.Value(right)) }},
+		{"token_env", func(c *natsconfig.Connection) { c.TokenEnv = ptr("NS_TOKEN") }},
+		{"token_file", func(c *natsconfig.Connection) { c.TokenFile = ptr(writeFile(t, "tok", right+"\n")) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := settings(s.ClientURL())
@@ -225,7 +230,7 @@ func TestToken(t *testing.T) {
 	}
 	t.Run("wrong token", func(t *testing.T) {
 		c := settings(s.ClientURL())
-		c.Token = ptr(config.Secret("tok-Wrong-93aa01"))
+		c.Token = ptr(secret.Value("tok-Wrong-93aa01"))
 		mustFail(t, c, nil, "authorization violation", "tok-Wrong-93aa01", right)
 	})
 	t.Run("unset variable", func(t *testing.T) {
@@ -241,7 +246,7 @@ func TestToken(t *testing.T) {
 func TestNKeySeedFile(t *testing.T) {
 	pub, seed := natsconntest.NewUserNKey(t)
 	s := natsconntest.StartServer(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
-	withSeed := func(file string) *config.NATS {
+	withSeed := func(file string) *natsconfig.Connection {
 		c := settings(s.ClientURL())
 		c.NkeySeedFile = &file
 		return c
@@ -279,7 +284,7 @@ func TestCredsFile(t *testing.T) {
 	opts := &server.Options{}
 	op.Configure(t, opts)
 	s := natsconntest.StartServer(t, opts)
-	withCreds := func(creds []byte) *config.NATS {
+	withCreds := func(creds []byte) *natsconfig.Connection {
 		c := settings(s.ClientURL())
 		f := natsconntest.WriteFile(t, "user.creds", creds)
 		c.CredsFile = &f
@@ -452,20 +457,20 @@ func TestTLS(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		url  string
-		edit func(*config.NATS)
+		edit func(*natsconfig.Connection)
 		want string // "" = connects over TLS
 	}{
-		{"tls url and private CA", tlsURL, func(c *config.NATS) { c.TLSCAFile = &pki.CAFile }, ""},
-		{"nats url with a CA file switches TLS on", natsURL, func(c *config.NATS) { c.TLSCAFile = &pki.CAFile }, ""},
-		{"localhost matches the certificate", "tls://localhost:" + port, func(c *config.NATS) { c.TLSCAFile = &pki.CAFile }, ""},
-		{"system roots do not trust the private CA", tlsURL, func(*config.NATS) {}, "certificate signed by unknown authority"},
-		{"wrong CA", tlsURL, func(c *config.NATS) { c.TLSCAFile = &pki.OtherCAFile }, "certificate signed by unknown authority"},
-		{"tls_verify false accepts any certificate", tlsURL, func(c *config.NATS) {
+		{"tls url and private CA", tlsURL, func(c *natsconfig.Connection) { c.TLSCAFile = &pki.CAFile }, ""},
+		{"nats url with a CA file switches TLS on", natsURL, func(c *natsconfig.Connection) { c.TLSCAFile = &pki.CAFile }, ""},
+		{"localhost matches the certificate", "tls://localhost:" + port, func(c *natsconfig.Connection) { c.TLSCAFile = &pki.CAFile }, ""},
+		{"system roots do not trust the private CA", tlsURL, func(*natsconfig.Connection) {}, "certificate signed by unknown authority"},
+		{"wrong CA", tlsURL, func(c *natsconfig.Connection) { c.TLSCAFile = &pki.OtherCAFile }, "certificate signed by unknown authority"},
+		{"tls_verify false accepts any certificate", tlsURL, func(c *natsconfig.Connection) {
 			c.TLSCAFile, c.TLSVerify = &pki.OtherCAFile, false
 		}, ""},
-		{"server requiring TLS upgrades a nats url, verifying", natsURL, func(*config.NATS) {}, "certificate signed by unknown authority"},
-		{"upgrade honours tls_verify false", natsURL, func(c *config.NATS) { c.TLSVerify = false }, ""},
-		{"TLS wanted, server has none", plain.ClientURL(), func(c *config.NATS) { c.TLSCAFile = &pki.CAFile }, "secure connection not available"},
+		{"server requiring TLS upgrades a nats url, verifying", natsURL, func(*natsconfig.Connection) {}, "certificate signed by unknown authority"},
+		{"upgrade honours tls_verify false", natsURL, func(c *natsconfig.Connection) { c.TLSVerify = false }, ""},
+		{"TLS wanted, server has none", plain.ClientURL(), func(c *natsconfig.Connection) { c.TLSCAFile = &pki.CAFile }, "secure connection not available"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := settings(tt.url)
@@ -513,18 +518,18 @@ func TestMutualTLS(t *testing.T) {
 
 	for _, tt := range []struct {
 		name string
-		edit func(*config.NATS)
+		edit func(*natsconfig.Connection)
 		want string
 	}{
-		{"client certificate and key", func(c *config.NATS) { c.TLSCertFile, c.TLSKeyFile = &pki.ClientCertFile, &pki.ClientKeyFile }, ""},
-		{"key read from the certificate file", func(c *config.NATS) { c.TLSCertFile = &pki.ClientComboFile }, ""},
+		{"client certificate and key", func(c *natsconfig.Connection) { c.TLSCertFile, c.TLSKeyFile = &pki.ClientCertFile, &pki.ClientKeyFile }, ""},
+		{"key read from the certificate file", func(c *natsconfig.Connection) { c.TLSCertFile = &pki.ClientComboFile }, ""},
 		// With TLS 1.3 the server checks the client certificate after the
 		// handshake has completed on the client's side: the client reads
 		// the server's alert, or finds the connection closed when its
 		// CONNECT write comes first. (A certificate from a CA the server
 		// does not list is not even sent.)
-		{"no client certificate", func(*config.NATS) {}, mtlsRejected},
-		{"certificate from another CA", func(c *config.NATS) {
+		{"no client certificate", func(*natsconfig.Connection) {}, mtlsRejected},
+		{"certificate from another CA", func(c *natsconfig.Connection) {
 			c.TLSCertFile, c.TLSKeyFile = &pki.OtherClientCertFile, &pki.OtherClientKeyFile
 		}, mtlsRejected},
 	} {
@@ -585,12 +590,12 @@ func TestWebSocket(t *testing.T) {
 
 	t.Run("ws with user and password", func(t *testing.T) {
 		c := settings(ws.WebsocketURL())
-		c.User, c.Password = &user, ptr(config.Secret(pw))
+		c.User, c.Password = &user, ptr(secret.Value(pw))
 		mustConnect(t, c, nil)
 	})
 	t.Run("ws wrong password", func(t *testing.T) {
 		c := settings(ws.WebsocketURL())
-		c.User, c.Password = &user, ptr(config.Secret("ws-Wrong-88"))
+		c.User, c.Password = &user, ptr(secret.Value("ws-Wrong-88"))
 		// Over WebSocket the server may close before the client reads its
 		// -ERR: the client then reports the broken connection.
 		mustFail(t, c, nil, "authorization violation|broken pipe|connection reset", "ws-Wrong-88")
@@ -610,7 +615,7 @@ func TestWebSocket(t *testing.T) {
 	})
 	t.Run("ws url with tls_verify false stays plain", func(t *testing.T) {
 		c := settings(ws.WebsocketURL())
-		c.User, c.Password, c.TLSVerify = &user, ptr(config.Secret(pw)), false
+		c.User, c.Password, c.TLSVerify = &user, ptr(secret.Value(pw)), false
 		mustConnect(t, c, nil)
 	})
 
@@ -663,9 +668,9 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	c.TLSCAFile = ptr(writeFile(t, "ca.pem", "x"))
 	c.TLSCertFile = ptr(filepath.Join(t.TempDir(), "none.pem"))
 	_, err := natsconn.Options(c, "connection", nil)
-	var ce *config.Error
+	var ce *sink.ConfigError
 	if !errors.As(err, &ce) {
-		t.Fatalf("Options error = %v, want *config.Error", err)
+		t.Fatalf("Options error = %v, want *sink.ConfigError", err)
 	}
 	var paths []string
 	for _, p := range ce.Problems {
@@ -674,14 +679,14 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	if diff := cmp.Diff([]string{"connection.password_env", "connection.tls_ca_file", "connection.tls_cert_file"}, paths); diff != "" {
 		t.Errorf("problem paths (-want +got):\n%s", diff)
 	}
-	if !strings.HasPrefix(err.Error(), "3 problems in the connection settings\n") {
-		t.Errorf("error = %q", err)
+	if !errors.Is(err, sink.ErrConfig) {
+		t.Errorf("error %q is not a sink.ErrConfig", err)
 	}
 }
 
 // TestOptionsApplied checks that every tuning key reaches the client.
 func TestOptionsApplied(t *testing.T) {
-	c := config.Default().NATS
+	c := natsconfig.Default()
 	c.Name = ptr("orders-sink")
 	c.NoEcho = true
 	c.ConnectTimeoutSeconds = 7
@@ -698,7 +703,7 @@ func TestOptionsApplied(t *testing.T) {
 		MaxReconnect, MaxPingsOut                      int
 		ReconnectBufSize                               int
 	}
-	apply := func(c *config.NATS) applied {
+	apply := func(c *natsconfig.Connection) applied {
 		opts, err := natsconn.Options(c, "nats", nil)
 		if err != nil {
 			t.Fatal(err)

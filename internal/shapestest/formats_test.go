@@ -31,6 +31,7 @@ import (
 	kafkasink "github.com/nats-sinks/nats-sink/sinks/kafka"
 	natssink "github.com/nats-sinks/nats-sink/sinks/nats"
 	s3sink "github.com/nats-sinks/nats-sink/sinks/s3"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -480,11 +481,11 @@ func sqlModel(t *testing.T, d sqlmodel.Dialect) *sqlmodel.Model {
 	var m *sqlmodel.Model
 	var err error
 	if d == sqlmodel.Oracle {
-		s := sqlmodel.DefaultShared[sqlmodel.MergeRoute](d)
-		m, err = s.Compile(d, sqlmodel.Options{Mode: sqlmodel.Merge, AutoCreate: true})
+		s := sqlmodel.DefaultShared[sqlconfig.MergeRoute](d)
+		m, err = sqlmodel.Compile(&s, d, sqlmodel.Options{Mode: sqlmodel.Merge, AutoCreate: true})
 	} else {
-		s := sqlmodel.DefaultShared[sqlmodel.UpsertRoute](d)
-		m, err = s.Compile(d, sqlmodel.Options{Mode: sqlmodel.Upsert, AutoCreate: true})
+		s := sqlmodel.DefaultShared[sqlconfig.UpsertRoute](d)
+		m, err = sqlmodel.Compile(&s, d, sqlmodel.Options{Mode: sqlmodel.Upsert, AutoCreate: true})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -510,14 +511,14 @@ func sqlRow(t *testing.T) []byte {
 			t.Errorf("%s binds other values than mysql (-mysql +%s):\n%s", d, d, diff)
 		}
 	}
-	cols := sqlmodel.DefaultColumns()
+	cols := sqlconfig.DefaultColumns()
 	var b bytes.Buffer
 	for f := range sqlmodel.NumFields {
 		v := rows[sqlmodel.MySQL].Values[f]
 		if v == nil {
 			v = "NULL"
 		}
-		fmt.Fprintf(&b, "%-29s %v\n", cols.Get(f), v)
+		fmt.Fprintf(&b, "%-29s %v\n", sqlmodel.Column(&cols, f), v)
 	}
 	return b.Bytes()
 }
@@ -559,7 +560,7 @@ func s3Run(t *testing.T, mutate func(*s3sink.Config)) map[string]map[string]stri
 	c.AllowHTTPForLocalTesting = true
 	c.CredentialMode = "environment"
 	c.AWSAccessKeyIDEnv, c.AWSSecretAccessKeyEnv = &id, &secret
-	c.Env = func(name string) (string, bool) {
+	lookup := func(name string) (string, bool) {
 		switch name {
 		case id:
 			return "AKIDDOC", true
@@ -570,7 +571,7 @@ func s3Run(t *testing.T, mutate func(*s3sink.Config)) map[string]map[string]stri
 	}
 	mutate(&c)
 	ctx := context.Background()
-	s, err := s3sink.New(ctx, c)
+	s, err := s3sink.New(ctx, c, sink.Deps{Env: lookup})
 	if err != nil {
 		t.Fatalf("s3 sink: %v", err)
 	}

@@ -8,14 +8,15 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // BenchmarkBuildRow is the Go cost of one SQL row: payload normalisation
 // and the three JSON documents, for a 256-byte JSON payload as in
 // `nats-sink bench`.
 func BenchmarkBuildRow(b *testing.B) {
-	sh := DefaultShared[UpsertRoute](Postgres)
-	m, err := sh.Compile(Postgres, Options{Mode: Upsert})
+	sh := DefaultShared[sqlconfig.UpsertRoute](Postgres)
+	m, err := Compile(&sh, Postgres, Options{Mode: Upsert})
 	if err != nil {
 		b.Fatal(err)
 	}

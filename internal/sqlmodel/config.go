@@ -8,51 +8,20 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/subject"
-	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
-// Idempotency strategies (sinks.md §2).
+// Idempotency strategies (sinks.md §2), as sqlconfig spells them.
 const (
-	StrategyStreamSequence = "stream_sequence"
-	StrategyMessageID      = "message_id"
-	StrategyPayloadField   = "payload_field"
+	StrategyStreamSequence = sqlconfig.StrategyStreamSequence
+	StrategyMessageID      = sqlconfig.StrategyMessageID
+	StrategyPayloadField   = sqlconfig.StrategyPayloadField
 )
 
-// Columns maps the 16 fields to column names (the "columns" object,
-// data-shapes §9). Names are as configured; the Model holds them folded.
-type Columns struct {
-	StreamName                string `json:"stream_name" doc:"Column for the stream name."`
-	StreamSequence            string `json:"stream_sequence" doc:"Column for the stream sequence."`
-	Subject                   string `json:"subject" doc:"Column for the subject."`
-	MessageID                 string `json:"message_id" doc:"Column for the message id (or the payload_field value)."`
-	Priority                  string `json:"priority" doc:"Column for the priority."`
-	Classification            string `json:"classification" doc:"Column for the classification."`
-	Labels                    string `json:"labels" doc:"Column for the ;-joined labels."`
-	MessageCreatedAtEpochNS   string `json:"message_created_at_epoch_ns" doc:"Column for the message creation time (epoch ns)."`
-	JetStreamTimestampEpochNS string `json:"jetstream_timestamp_epoch_ns" doc:"Column for the JetStream timestamp (epoch ns)."`
-	ReceivedAtEpochNS         string `json:"received_at_epoch_ns" doc:"Column for the receive time (epoch ns)."`
-	StoredAtEpochNS           string `json:"stored_at_epoch_ns" doc:"Column for the store time (epoch ns)."`
-	Payload                   string `json:"payload" doc:"JSON column for the normalised payload."`
-	Headers                   string `json:"headers" doc:"JSON column for the headers."`
-	Metadata                  string `json:"metadata" doc:"JSON column for the standard metadata document."`
-	MissionMetadata           string `json:"mission_metadata" doc:"JSON column for mission metadata (always null)."`
-	SecurityLabels            string `json:"security_labels" doc:"JSON column for security labels (always null)."`
-}
+// Column returns the column c maps f to, as configured.
+func Column(c *sqlconfig.Columns, f Field) string { return *columnPtr(c, f) }
 
-// DefaultColumns returns the default mapping (data-shapes §9), before
-// folding.
-func DefaultColumns() Columns {
-	var c Columns
-	for f := range NumFields {
-		*c.ptr(f) = f.DefaultColumn()
-	}
-	return c
-}
-
-// Get returns the column configured for f.
-func (c *Columns) Get(f Field) string { return *c.ptr(f) }
-
-func (c *Columns) ptr(f Field) *string {
+func columnPtr(c *sqlconfig.Columns, f Field) *string {
 	return [NumFields]*string{
 		&c.StreamName, &c.StreamSequence, &c.Subject, &c.MessageID, &c.Priority,
 		&c.Classification, &c.Labels, &c.MessageCreatedAtEpochNS,
@@ -61,103 +30,39 @@ func (c *Columns) ptr(f Field) *string {
 	}[f]
 }
 
-// Idempotency is the "idempotency" object (sinks.md §2).
-type Idempotency struct {
-	Strategy     string   `json:"strategy" enum:"stream_sequence,message_id,payload_field" doc:"What identifies a message: stream and sequence, message id, or a payload field (written to the message_id column)."`
-	Columns      []string `json:"columns" doc:"Key columns (mapped column names). Left at the default, strategies message_id and payload_field use [\"MESSAGE_ID\"]."`
-	PayloadField *string  `json:"payload_field" doc:"Dotted path into the normalised payload; required for strategy payload_field."`
-}
-
-// DefaultKeyColumns are the default idempotency columns.
-func DefaultKeyColumns() []string { return []string{"STREAM_NAME", "STREAM_SEQUENCE"} }
-
-// DefaultIdempotency returns the default idempotency object.
-func DefaultIdempotency() Idempotency {
-	return Idempotency{Strategy: StrategyStreamSequence, Columns: DefaultKeyColumns()}
-}
-
-// SetDefaults implements fields.Defaulter for route items.
-func (i *Idempotency) SetDefaults() { *i = DefaultIdempotency() }
-
 // keyColumns returns the configured key columns after the derived default:
 // columns left at the default switch to ["MESSAGE_ID"] for message_id and
 // payload_field. "Left at the default" is judged by value (the spec says
 // "left at its default", and a value comparison treats a file that spells
 // the default out, or an environment override, the same as one that omits it).
-func (i *Idempotency) keyColumns() []string {
-	if i.Strategy != StrategyStreamSequence && slices.Equal(i.Columns, DefaultKeyColumns()) {
+func keyColumns(i *sqlconfig.Idempotency) []string {
+	if i.Strategy != StrategyStreamSequence && slices.Equal(i.Columns, sqlconfig.DefaultKeyColumns()) {
 		return []string{"MESSAGE_ID"}
 	}
 	return i.Columns
 }
 
-// UpsertRoute is a table_routes item of the postgres, mysql and sqlite
-// sinks.
-type UpsertRoute struct {
-	Subject             string       `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
-	Table               string       `json:"table" required:"true" doc:"Table for matching messages."`
-	Idempotency         *Idempotency `json:"idempotency" doc:"Idempotency for this table; absent means the sink's idempotency."`
-	UpsertUpdateColumns *[]string    `json:"upsert_update_columns" doc:"Update columns for this table; absent means the sink's, null all non-key mapped columns."`
-	// UpdateColumnsSet tells an explicit null (all columns) from absence
-	// (inherit the sink's value).
-	UpdateColumnsSet bool `json:"-" presence:"upsert_update_columns"`
-}
-
-// MergeRoute is a table_routes item of the oracle sink.
-type MergeRoute struct {
-	Subject            string       `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
-	Table              string       `json:"table" required:"true" doc:"Table for matching messages."`
-	Idempotency        *Idempotency `json:"idempotency" doc:"Idempotency for this table; absent means the sink's idempotency."`
-	MergeUpdateColumns *[]string    `json:"merge_update_columns" doc:"Update columns for this table; absent means the sink's, null all non-key mapped columns."`
-	// UpdateColumnsSet tells an explicit null from absence.
-	UpdateColumnsSet bool `json:"-" presence:"merge_update_columns"`
-}
-
-// Route is the type set of table_routes items.
-type Route interface{ UpsertRoute | MergeRoute }
-
 // routeSpec is a route item seen through the dialect-neutral lens.
 type routeSpec struct {
 	subject, table string
-	idem           *Idempotency
+	idem           *sqlconfig.Idempotency
 	update         *[]string
 	updateSet      bool
 }
 
 func specOf(r any) routeSpec {
 	switch r := r.(type) {
-	case UpsertRoute:
+	case sqlconfig.UpsertRoute:
 		return routeSpec{r.Subject, r.Table, r.Idempotency, r.UpsertUpdateColumns, r.UpdateColumnsSet}
-	case MergeRoute:
+	case sqlconfig.MergeRoute:
 		return routeSpec{r.Subject, r.Table, r.Idempotency, r.MergeUpdateColumns, r.UpdateColumnsSet}
 	}
 	panic("sqlmodel: unknown route type")
 }
 
-// Shared holds the keys of sinks.md §2 that every SQL sink declares the same
-// way. A dialect's Config embeds it (fields decodes embedded structs inline)
-// after its own keys and the three shared keys whose default, enum or name
-// differ per database (mode, the update-columns key, auto_create), which it
-// passes to Compile as Options.
-type Shared[R Route] struct {
-	Table         string             `json:"table" doc:"Default table (name or schema.name)."`
-	TableRoutes   []R                `json:"table_routes" doc:"Per-subject tables; the first route whose subject pattern matches wins, else table."`
-	PayloadMode   record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
-	PayloadColumn *string            `json:"payload_column" doc:"Legacy alias overriding columns.payload."`
-	HeadersColumn *string            `json:"headers_column" doc:"Legacy alias overriding columns.headers."`
-	Columns       Columns            `json:"columns" doc:"Field to column mapping (data-shapes §9)."`
-	Idempotency   Idempotency        `json:"idempotency" doc:"Key columns and how a message is identified."`
-}
-
 // DefaultShared returns the shared keys with the defaults for d.
-func DefaultShared[R Route](d Dialect) Shared[R] {
-	return Shared[R]{
-		Table:       d.DefaultTable(),
-		TableRoutes: []R{},
-		PayloadMode: record.JSONOrEnvelope,
-		Columns:     DefaultColumns(),
-		Idempotency: DefaultIdempotency(),
-	}
+func DefaultShared[R sqlconfig.Route](d Dialect) sqlconfig.Shared[R] {
+	return sqlconfig.DefaultShared[R](d.DefaultTable())
 }
 
 // Options are the shared keys a dialect's Config declares itself because
@@ -170,29 +75,27 @@ type Options struct {
 	AutoCreate    bool
 }
 
-// Validate adds every problem of the shared keys to p, with paths relative
-// to the sink object. Dialect Configs must declare their own
-// Validate(*fields.Problems) that calls it: this promoted method has a
-// different signature, so it does not make the Config a fields.Validator.
-func (s *Shared[R]) Validate(d Dialect, o Options, p *fields.Problems) {
-	s.compile(d, o, p)
+// Check adds every problem of the shared keys s to p, with paths relative
+// to the sink object: a dialect's Config.Validate calls it among its rules.
+func Check[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Options, p *fields.Problems) {
+	compileShared(s, d, o, p)
 }
 
-// Compile validates the shared keys and returns the Model a dialect writes
-// with. Problems come back as a *sink.ConfigError.
-func (s *Shared[R]) Compile(d Dialect, o Options) (*Model, error) {
+// Compile validates the shared keys s and returns the Model a dialect
+// writes with. Problems come back as a *sink.ConfigError.
+func Compile[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Options) (*Model, error) {
 	var p fields.Problems
-	m := s.compile(d, o, &p)
-	if p.Len() > 0 {
-		return nil, &sink.ConfigError{Problems: p.List()}
+	m := compileShared(s, d, o, &p)
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// compile checks every rule and builds the model; the model is only
+// compileShared checks every rule and builds the model; the model is only
 // meaningful when p received no problems.
-func (s *Shared[R]) compile(d Dialect, o Options, p *fields.Problems) *Model {
-	m := &Model{Dialect: d, Mode: o.Mode, PayloadMode: s.PayloadMode}
+func compileShared[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Options, p *fields.Problems) *Model {
+	m := &Model{Dialect: d, Mode: o.Mode, PayloadMode: record.PayloadMode(s.PayloadMode)}
 	if !slices.Contains(d.Modes(), o.Mode) {
 		names := make([]string, 0, 4)
 		for _, md := range d.Modes() {
@@ -200,7 +103,7 @@ func (s *Shared[R]) compile(d Dialect, o Options, p *fields.Problems) *Model {
 		}
 		p.Addf("mode", "must be one of %s (got %q)", strings.Join(names, ", "), o.Mode)
 	}
-	switch s.PayloadMode {
+	switch record.PayloadMode(s.PayloadMode) {
 	case record.JSONOrEnvelope, record.JSONOnly, record.TextEnvelope, record.BytesEnvelope:
 	default:
 		p.Addf("payload_mode", "must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got %q)", s.PayloadMode)
@@ -223,7 +126,7 @@ func (s *Shared[R]) compile(d Dialect, o Options, p *fields.Problems) *Model {
 	seen := map[string]Field{}
 	colsOK := true
 	for f := range NumFields {
-		name := cols.Get(f)
+		name := Column(&cols, f)
 		if msg := d.CheckColumn(name); msg != "" {
 			p.Add(paths[f], msg)
 			colsOK = false
@@ -305,7 +208,7 @@ func (s *Shared[R]) compile(d Dialect, o Options, p *fields.Problems) *Model {
 // set, names the route that inherits the sink's update columns: only their
 // clash with the route's own key is reported there (the rest was reported
 // at the sink level).
-func (m *Model) table(name string, idem *Idempotency, upd *[]string, idemPath, updPath string, checkIdem, checkUpd bool, inheritedAt string, p *fields.Problems) *Table {
+func (m *Model) table(name string, idem *sqlconfig.Idempotency, upd *[]string, idemPath, updPath string, checkIdem, checkUpd bool, inheritedAt string, p *fields.Problems) *Table {
 	t := &Table{Name: name, Strategy: idem.Strategy}
 	discard := &fields.Problems{}
 	ip := p
@@ -330,7 +233,7 @@ func (m *Model) table(name string, idem *Idempotency, upd *[]string, idemPath, u
 			}
 		}
 	}
-	keyCols := idem.keyColumns()
+	keyCols := keyColumns(idem)
 	if mode.NeedsKey() && len(keyCols) == 0 {
 		ip.Addf(idemPath+".columns", "must not be empty with mode %s", mode)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // testConfig is a dialect Config as a dialect package declares it: its own
@@ -16,7 +17,7 @@ type testConfig struct {
 	Mode                string    `json:"mode"`
 	UpsertUpdateColumns *[]string `json:"upsert_update_columns"`
 	AutoCreate          bool      `json:"auto_create"`
-	Shared[UpsertRoute]
+	sqlconfig.Shared[sqlconfig.UpsertRoute]
 
 	d Dialect
 }
@@ -25,11 +26,13 @@ func (c *testConfig) opts() Options {
 	return Options{Mode: Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns, AutoCreate: c.AutoCreate}
 }
 
-func (c *testConfig) Validate(p *fields.Problems) { c.Shared.Validate(c.d, c.opts(), p) }
+func (c *testConfig) Validate() error {
+	return fields.Validate(c, func(p *fields.Problems) { Check(&c.Shared, c.d, c.opts(), p) })
+}
 
 func decode(t *testing.T, d Dialect, js string) (*testConfig, []string) {
 	t.Helper()
-	c := &testConfig{Mode: string(Upsert), Shared: DefaultShared[UpsertRoute](d), d: d}
+	c := &testConfig{Mode: string(Upsert), Shared: DefaultShared[sqlconfig.UpsertRoute](d), d: d}
 	err := fields.DecodeSink([]byte(js), c)
 	if err == nil {
 		return c, nil
@@ -174,7 +177,7 @@ func compile(t *testing.T, d Dialect, js string) *Model {
 	if probs != nil {
 		t.Fatalf("problems: %v", probs)
 	}
-	m, err := c.Shared.Compile(d, c.opts())
+	m, err := Compile(&c.Shared, d, c.opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +278,16 @@ func TestRouteInheritanceReportsOnce(t *testing.T) {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDefaultColumnsMatchFields: sqlconfig's default mapping is the one the
+// model's fields declare (data-shapes §9).
+func TestDefaultColumnsMatchFields(t *testing.T) {
+	c := sqlconfig.DefaultColumns()
+	for f := range NumFields {
+		if got := Column(&c, f); got != f.DefaultColumn() {
+			t.Errorf("DefaultColumns maps %s to %q, want %q", f, got, f.DefaultColumn())
+		}
 	}
 }

@@ -3,53 +3,64 @@ package sqlmodel
 import (
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Counter returns the sink counter name from m for a SQL sink's metrics
 // (sinks.md §3–§6). Every SQL sink creates its metrics through Counter and
-// Histogram so that they treat a name m already holds alike: the sink
-// still starts (a metric must never stop data from moving) and gets the
-// collector m returns for the name, or a nil no-op counter when m returns
-// none. That happens when one Metrics serves two sinks of one type in a
-// library program; the CLI gives every pipeline its own. A nil m gives a
-// nil (no-op) counter.
-func Counter(m *telemetry.Metrics, name, help string) *telemetry.Counter {
-	c, err := m.NewCounter(name, help)
-	if err != nil {
-		return nil
+// Histogram so that they treat a name m refuses alike: the sink still
+// starts (a metric must never stop data from moving) with a no-op in its
+// place. A name m already holds for a sink metric of the same kind gives
+// that metric (sink.Metrics), so two sinks of one type in one library
+// program add to one series.
+func Counter(m sink.Metrics, name, help string) sink.Counter {
+	if m == nil {
+		return nop{}
+	}
+	c, err := m.Counter(name, help)
+	if err != nil || c == nil {
+		return nop{}
 	}
 	return c
 }
 
-// Histogram is Counter for a histogram with the default latency buckets.
-func Histogram(m *telemetry.Metrics, name, help string) *telemetry.Histogram {
-	h, err := m.NewHistogram(name, help, nil)
-	if err != nil {
-		return nil
+// Histogram is Counter for a histogram with the host's latency buckets.
+func Histogram(m sink.Metrics, name, help string) sink.Histogram {
+	if m == nil {
+		return nop{}
+	}
+	h, err := m.Histogram(name, help, nil)
+	if err != nil || h == nil {
+		return nop{}
 	}
 	return h
 }
 
+// nop is the instrument of a metric the host refused.
+type nop struct{}
+
+func (nop) Add(int)         {}
+func (nop) Observe(float64) {}
+
 // DBMetrics are the metrics of a database/sql sink (sinks.md §3 oracle_*,
-// §4 mysql_*): the same eight collectors under the dialect's name. Nil
-// collectors are no-ops.
+// §4 mysql_*): the same eight collectors under the dialect's name. Build it
+// with NewDBMetrics; every collector is then non-nil.
 type DBMetrics struct {
-	Execute    *telemetry.Histogram // <dialect>_execute_seconds, per statement
-	Commit     *telemetry.Histogram // <dialect>_commit_seconds
-	Conflicts  *telemetry.Counter   // <dialect>_conflicts_total: duplicate-key errors
-	Duplicates *telemetry.Counter   // <dialect>_duplicates_total
-	Ignored    *telemetry.Counter   // <dialect>_duplicate_ignored_total (insert_ignore)
-	Noop       *telemetry.Counter   // <dialect>_duplicate_noop_total (keyed write, no update columns)
-	Rows       *telemetry.Counter   // <dialect>_<upsert|merge>_rows_total
-	Unknown    *telemetry.Counter   // <dialect>_<upsert|merge>_outcome_unknown_total
+	Execute    sink.Histogram // <dialect>_execute_seconds, per statement
+	Commit     sink.Histogram // <dialect>_commit_seconds
+	Conflicts  sink.Counter   // <dialect>_conflicts_total: duplicate-key errors
+	Duplicates sink.Counter   // <dialect>_duplicates_total
+	Ignored    sink.Counter   // <dialect>_duplicate_ignored_total (insert_ignore)
+	Noop       sink.Counter   // <dialect>_duplicate_noop_total (keyed write, no update columns)
+	Rows       sink.Counter   // <dialect>_<upsert|merge>_rows_total
+	Unknown    sink.Counter   // <dialect>_<upsert|merge>_outcome_unknown_total
 }
 
 // NewDBMetrics creates the metrics of dialect d through Counter and
 // Histogram. statement describes what one execution is ("one multi-row
 // INSERT statement") and dupCode names the duplicate-key error ("1062"),
-// for the help texts.
-func NewDBMetrics(m *telemetry.Metrics, d Dialect, statement, dupCode string) DBMetrics {
+// for the help texts. A nil m gives no-ops.
+func NewDBMetrics(m sink.Metrics, d Dialect, statement, dupCode string) DBMetrics {
 	p, w := d.String()+"_", string(d.UpdateMode()) // "mysql_", "upsert"
 	title := strings.ToUpper(w[:1]) + w[1:]
 	return DBMetrics{

@@ -1,25 +1,19 @@
 package sqlmodel
 
 import (
-	"errors"
-	"regexp"
-
-	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // ResolveSecret resolves a SQL sink's secret from key, key_env or key_file
 // (value, env and file; at most one is set) when the sink starts, never
-// during validation (config.md §1.2), through config.ResolveSecret: a file
+// during validation (config.md §1.2), through secret.Resolve: a file
 // loses one trailing newline. It returns the value and the key it came
 // from, "" when no source is set. Errors are a *sink.ConfigError (exit 2 in
 // the CLI) naming that key, never the value or the file's content. The
 // dialect checks the value itself, with its own wording.
-func ResolveSecret(key string, value *config.Secret, env, file *string, lookup config.Env) (v, from string, err error) {
-	s, ok, err := config.ResolveSecret(key, value, env, file, lookup)
-	if ce, isConfig := errors.AsType[*config.Error](err); isConfig {
-		return "", "", &sink.ConfigError{Problems: ce.Problems}
-	}
+func ResolveSecret(key string, value *secret.Value, env, file *string, lookup func(string) (string, bool)) (v, from string, err error) {
+	s, ok, err := secret.Resolve(key, value, env, file, lookup)
 	if err != nil || !ok {
 		return "", "", err
 	}
@@ -34,13 +28,10 @@ func ResolveSecret(key string, value *config.Secret, env, file *string, lookup c
 	return s.Reveal(), from, nil
 }
 
-var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-
 // SecretProblems returns the problems of one secret's sources (key,
-// key_env, key_file): more than one set, none set when required, and a
-// key_env that is not an environment variable name. Decode's pattern tag
-// reports the last first; this covers Configs built by hand.
-func SecretProblems(key string, required bool, value *config.Secret, env, file *string) []sink.Problem {
+// key_env, key_file): more than one set, or none set when required. (That
+// key_env names an environment variable is its pattern tag's rule.)
+func SecretProblems(key string, required bool, value *secret.Value, env, file *string) []sink.Problem {
 	var out []sink.Problem
 	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
 	n := 0
@@ -55,9 +46,6 @@ func SecretProblems(key string, required bool, value *config.Secret, env, file *
 		add(key, "one of "+sources+" is required")
 	case n > 1:
 		add(key, "set only one of "+sources)
-	}
-	if env != nil && !envName.MatchString(*env) {
-		add(key+"_env", "must match "+envName.String())
 	}
 	return out
 }

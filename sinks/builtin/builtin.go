@@ -1,6 +1,9 @@
 // Package builtin lists every sink compiled into nats-sink. It is the only
 // package (besides the CLI) that imports all sink drivers, so a library user
 // of one sink package pulls in no other driver.
+//
+// Adding a sink is one package under sinks/ and one line in list below
+// (docs/library.md, "Adding a sink").
 package builtin
 
 import (
@@ -16,37 +19,48 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
 
+// builtin is one compiled-in sink: its sink.type, its Decoder and a pointer
+// to its default Config, from whose struct tags the JSON Schema is
+// generated.
+type builtin struct {
+	name      string
+	decode    sink.Decoder
+	prototype any
+}
+
+// list is the one list of built-in sinks, in the order of the
+// documentation (sinks.md), which is the order messages list them in.
+func list() []builtin {
+	return []builtin{
+		{"file", file.Decode, ptr(file.Default())},
+		{"oracle", oracle.Decode, ptr(oracle.Default())},
+		{"mysql", mysql.Decode, ptr(mysql.Default())},
+		{"postgres", postgres.Decode, ptr(postgres.Default())},
+		{"sqlite", sqlite.Decode, ptr(sqlite.Default())},
+		{"http", httpsink.Decode, ptr(httpsink.Default())},
+		{"s3", s3sink.Decode, ptr(s3sink.Default())},
+		{"kafka", kafkasink.Decode, ptr(kafkasink.Default())},
+		{"nats", natssink.Decode, ptr(natssink.Default())},
+	}
+}
+
 // Registry returns a registry holding every built-in sink type.
 func Registry() *sink.Registry {
 	r := sink.NewRegistry()
-	r.Register("file", file.Decode)
-	r.Register("http", httpsink.Decode)
-	r.Register("kafka", kafkasink.Decode)
-	r.Register("mysql", mysql.Decode)
-	r.Register("nats", natssink.Decode)
-	r.Register("oracle", oracle.Decode)
-	r.Register("postgres", postgres.Decode)
-	r.Register("s3", s3sink.Decode)
-	r.Register("sqlite", sqlite.Decode)
+	for _, b := range list() {
+		r.Register(b.name, b.decode)
+	}
 	return r
 }
 
 // Prototypes returns, per built-in sink type, a pointer to its default
 // configuration; the JSON Schema generator reads the struct tags.
 func Prototypes() map[string]any {
-	fileDefault, httpDefault, mysqlDefault, oracleDefault := file.Default(), httpsink.Default(), mysql.Default(), oracle.Default()
-	natsDefault, postgresDefault, sqliteDefault := natssink.Default(), postgres.Default(), sqlite.Default()
-	s3Default := s3sink.Default()
-	kafkaDefault := kafkasink.Default()
-	return map[string]any{
-		"file":     &fileDefault,
-		"http":     &httpDefault,
-		"kafka":    &kafkaDefault,
-		"mysql":    &mysqlDefault,
-		"nats":     &natsDefault,
-		"oracle":   &oracleDefault,
-		"postgres": &postgresDefault,
-		"s3":       &s3Default,
-		"sqlite":   &sqliteDefault,
+	out := map[string]any{}
+	for _, b := range list() {
+		out[b.name] = b.prototype
 	}
+	return out
 }
+
+func ptr[T any](v T) *T { return &v }

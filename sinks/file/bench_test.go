@@ -78,7 +78,7 @@ func BenchmarkCommit(b *testing.B) {
 				}
 				c := Default()
 				c.Directory, c.Fsync = root, v.fsync
-				s, err := New(context.Background(), c)
+				s, err := New(context.Background(), c, sink.Deps{})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -183,7 +183,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 				if v.gzip {
 					c.Compression = "gzip"
 				}
-				s, err := New(context.Background(), c)
+				s, err := New(context.Background(), c, sink.Deps{})
 				if err != nil {
 					b.Fatal(err)
 				}

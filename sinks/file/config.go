@@ -16,7 +16,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
@@ -26,35 +25,28 @@ import (
 // Config is the file sink's configuration (sinks.md §1). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
-	Type               string             `json:"type" trim:"true" lower:"true" enum:"file" doc:"Sink type."`
-	Directory          string             `json:"directory" required:"true" nonblank:"true" doc:"Root directory of the records; a leading ~ is expanded to the home directory."`
-	Mode               string             `json:"mode" enum:"one_file_per_message" doc:"Write mode; one file per message is the only one."`
-	FilenameStrategy   string             `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (data-shapes §5)."`
-	DuplicatePolicy    string             `json:"duplicate_policy" enum:"skip_existing,overwrite,fail" doc:"What happens when the file already exists, e.g. on redelivery."`
-	PayloadMode        record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record (data-shapes §4)."`
-	Extension          string             `json:"extension" doc:"File name extension; defaults to .json, or .json.gz with gzip. Starts with a dot, is not . or .., and holds no / or \\."`
-	Compression        string             `json:"compression" enum:"none,gzip" doc:"Compress each record file."`
-	CompressionLevel   int                `json:"compression_level" min:"1" max:"9" doc:"gzip level."`
-	IncludeMetadata    bool               `json:"include_metadata" doc:"Add the standard metadata document to each record."`
-	PartitionBySubject bool               `json:"partition_by_subject" doc:"Write each subject into its own sub-directory."`
-	CreateDirectory    bool               `json:"create_directory" doc:"Create a missing root directory at start."`
-	Fsync              bool               `json:"fsync" doc:"Make each file and its directory entry durable before acknowledging."`
-	Pretty             bool               `json:"pretty" doc:"Indent records (two spaces, one item per line)."`
+	Type               string `json:"type" trim:"true" lower:"true" enum:"file" doc:"Sink type."`
+	Directory          string `json:"directory" required:"true" nonblank:"true" doc:"Root directory of the records; a leading ~ is expanded to the home directory."`
+	Mode               string `json:"mode" enum:"one_file_per_message" doc:"Write mode; one file per message is the only one."`
+	FilenameStrategy   string `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (data-shapes §5)."`
+	DuplicatePolicy    string `json:"duplicate_policy" enum:"skip_existing,overwrite,fail" doc:"What happens when the file already exists, e.g. on redelivery."`
+	PayloadMode        string `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record (data-shapes §4)."`
+	Extension          string `json:"extension" doc:"File name extension; defaults to .json, or .json.gz with gzip. Starts with a dot, is not . or .., and holds no / or \\."`
+	Compression        string `json:"compression" enum:"none,gzip" doc:"Compress each record file."`
+	CompressionLevel   int    `json:"compression_level" min:"1" max:"9" doc:"gzip level."`
+	IncludeMetadata    bool   `json:"include_metadata" doc:"Add the standard metadata document to each record."`
+	PartitionBySubject bool   `json:"partition_by_subject" doc:"Write each subject into its own sub-directory."`
+	CreateDirectory    bool   `json:"create_directory" doc:"Create a missing root directory at start."`
+	Fsync              bool   `json:"fsync" doc:"Make each file and its directory entry durable before acknowledging."`
+	Pretty             bool   `json:"pretty" doc:"Indent records (two spaces, one item per line)."`
 
 	// ExtensionSet records whether the object named an extension, so that
-	// the gzip default (.json.gz) applies only when it did not.
+	// the gzip default (.json.gz) applies only when it did not. In Go, an
+	// empty Extension means the default.
 	ExtensionSet bool `json:"-" presence:"extension"`
-	// TempMaxAge is the age beyond which named temp files found at start
-	// belong to a dead process and are removed: the CLI sets it to
-	// 2 × delivery.shutdown_timeout_ms. Zero means 40 s, twice the default
-	// shutdown timeout.
-	TempMaxAge time.Duration `json:"-"`
 }
 
 var _ fields.Validator = (*Config)(nil)
-
-// defaultTempMaxAge is 2 × the default delivery.shutdown_timeout_ms (20 s).
-const defaultTempMaxAge = 40 * time.Second
 
 // Default returns the configuration with every default of sinks.md §1.
 // Extension stays empty until Decode or New derives it from Compression.
@@ -64,7 +56,7 @@ func Default() Config {
 		Mode:               "one_file_per_message",
 		FilenameStrategy:   "stream_sequence",
 		DuplicatePolicy:    "skip_existing",
-		PayloadMode:        record.JSONOrEnvelope,
+		PayloadMode:        string(record.JSONOrEnvelope),
 		Compression:        "none",
 		CompressionLevel:   6,
 		IncludeMetadata:    true,
@@ -91,13 +83,18 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 	return c, nil
 }
 
-// Validate checks the rules the struct tags cannot express; fields.DecodeSink
-// calls it after decoding.
-func (c *Config) Validate(p *fields.Problems) {
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express. Problems have paths relative to the sink
+// object and come back as one *sink.ConfigError, or nil. Decode calls it on
+// the decoded object, New before anything else, so a Config built in Go is
+// checked like a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
+
+func (c *Config) rules(p *fields.Problems) {
 	if strings.ContainsRune(c.Directory, 0) {
 		p.Add("directory", "must not contain NUL")
 	}
-	if c.ExtensionSet {
+	if c.ExtensionSet || c.Extension != "" {
 		if msg := checkExtension(c.Extension); msg != "" {
 			p.Add("extension", msg)
 		}
@@ -152,8 +149,8 @@ func expandHome(dir string) (string, error) {
 }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}

@@ -109,13 +109,13 @@ func TestNewStartRules(t *testing.T) {
 	t.Run("root is a file", func(t *testing.T) {
 		c := config(t)
 		os.WriteFile(c.Directory, nil, 0o600)
-		_, err := New(t.Context(), c)
+		_, err := New(t.Context(), c, sink.Deps{})
 		assertConfigError(t, err, "directory")
 	})
 	t.Run("missing and create_directory false", func(t *testing.T) {
 		c := config(t)
 		c.CreateDirectory = false
-		_, err := New(t.Context(), c)
+		_, err := New(t.Context(), c, sink.Deps{})
 		assertConfigError(t, err, "directory")
 		if _, err := os.Stat(c.Directory); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("Stat(%s) = %v, want not exist", c.Directory, err)
@@ -125,7 +125,7 @@ func TestNewStartRules(t *testing.T) {
 		c := config(t)
 		os.WriteFile(c.Directory, nil, 0o600)
 		c.Directory = filepath.Join(c.Directory, "sub")
-		_, err := New(t.Context(), c)
+		_, err := New(t.Context(), c, sink.Deps{})
 		assertConfigError(t, err, "directory")
 	})
 	t.Run("missing is created with parents", func(t *testing.T) {
@@ -156,23 +156,57 @@ func TestNewStartRules(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	t.Run("bad values set by a library user", func(t *testing.T) {
-		c := config(t)
-		c.DuplicatePolicy = "nope"
-		c.Extension = "x"
-		_, err := New(t.Context(), c)
-		var ce *sink.ConfigError
-		if !errors.As(err, &ce) {
-			t.Fatalf("New = %v, want *sink.ConfigError", err)
-		}
-		want := []sink.Problem{
-			{Path: "duplicate_policy", Message: `must be one of skip_existing, overwrite, fail (got "nope")`},
-			{Path: "extension", Message: `must start with "." (got "x")`},
-		}
-		if diff := cmp.Diff(want, ce.Problems); diff != "" {
-			t.Errorf("problems (-want +got):\n%s", diff)
-		}
-	})
+}
+
+// TestGoBuiltValidatedLikeLoaded: a Config built in Go gets the problems,
+// paths and messages a configuration file with the same values gets, from
+// Validate and from New.
+func TestGoBuiltValidatedLikeLoaded(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		json string // keys after "type" and "directory"
+		set  func(*Config)
+		want []sink.Problem
+	}{
+		{"enum", `"duplicate_policy":"nope","extension":"x"`, func(c *Config) { c.DuplicatePolicy, c.Extension = "nope", "x" },
+			[]sink.Problem{{Path: "duplicate_policy", Message: `must be one of skip_existing, overwrite, fail (got "nope")`}}},
+		{"cross-key rule", `"extension":"x"`, func(c *Config) { c.Extension = "x" },
+			[]sink.Problem{{Path: "extension", Message: `must start with "." (got "x")`}}},
+		{"range", `"compression_level":0`, func(c *Config) { c.CompressionLevel = 0 },
+			[]sink.Problem{{Path: "compression_level", Message: "must be between 1 and 9 (got 0)"}}},
+		{"payload mode", `"payload_mode":"xml"`, func(c *Config) { c.PayloadMode = "xml" },
+			[]sink.Problem{{Path: "payload_mode", Message: `must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got "xml")`}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			_, err := Decode(json.RawMessage(`{"type":"file","directory":"` + dir + `",` + tt.json + `}`))
+			loaded := problems(t, "Decode", err)
+			c := Default()
+			c.Directory = dir
+			tt.set(&c)
+			validated := problems(t, "Validate", c.Validate())
+			_, err = New(t.Context(), c, sink.Deps{})
+			opened := problems(t, "New", err)
+			for name, got := range map[string][]sink.Problem{"Decode": loaded, "Validate": validated, "New": opened} {
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("%s problems (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+}
+
+// problems returns the problems of a *sink.ConfigError.
+func problems(t *testing.T, what string, err error) []sink.Problem {
+	t.Helper()
+	ce, ok := errors.AsType[*sink.ConfigError](err)
+	if !ok {
+		t.Fatalf("%s = %v, want a *sink.ConfigError", what, err)
+	}
+	if !errors.Is(err, sink.ErrConfig) {
+		t.Errorf("%s error is not a sink.ErrConfig", what)
+	}
+	return ce.Problems
 }
 
 func assertConfigError(t *testing.T, err error, path string) {

@@ -22,7 +22,7 @@ func FuzzPath(f *testing.F) {
 	c := Default()
 	c.Directory = filepath.Join(f.TempDir(), "root")
 	c.Fsync = false
-	s, err := New(f.Context(), c)
+	s, err := New(f.Context(), c, sink.Deps{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func config(t *testing.T) Config {
 // ends.
 func open(t *testing.T, c Config) *Sink {
 	t.Helper()
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, sink.Deps{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

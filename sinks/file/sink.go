@@ -47,25 +47,23 @@ type Sink struct {
 	stopOnce sync.Once
 }
 
-// New starts a file sink: it expands and resolves the root, creates it when
-// create_directory allows, and removes stale temp files. A root that exists
-// but is not a directory, or is missing while create_directory is false, is a
-// *sink.ConfigError (exit 2 in the CLI); other failures are plain errors.
-// Build c from Default(): invalid values are reported as a *sink.ConfigError.
-func New(ctx context.Context, c Config) (*Sink, error) {
+// New validates c (Config.Validate), expands and resolves the root, creates
+// it when create_directory allows, and removes stale temp files older than
+// twice deps.DrainTimeout (40 s when the host gives none). Invalid values, a
+// root that exists but is not a directory, or one missing while
+// create_directory is false are a *sink.ConfigError (exit 2 in the CLI);
+// other failures are plain errors. Build c from Default().
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	dir, err := expandHome(c.Directory)
 	if err != nil {
 		return nil, &sink.ConfigError{Problems: []sink.Problem{{Path: "directory", Message: err.Error()}}}
 	}
 	c.Directory = dir
 	c.Extension = c.extension()
-	if c.TempMaxAge <= 0 {
-		c.TempMaxAge = defaultTempMaxAge
-	}
-	s := &Sink{cfg: c, rootfd: -1, sync: defaultSync, now: time.Now}
-	if err := s.check(); err != nil {
-		return nil, err
-	}
+	s := &Sink{cfg: c, rootfd: -1, sync: defaultSync, now: time.Now, policy: policyOf(c.DuplicatePolicy)}
 	abs, err := filepath.Abs(c.Directory)
 	if err != nil {
 		return nil, fmt.Errorf("file sink directory %s: %w", c.Directory, err)
@@ -86,62 +84,34 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	}
 	s.rootDev = uint64(st.Dev)
 	s.tmpfile = probeTmpfile(s.rootfd)
-	if err := removeStaleTemps(s.root, c.TempMaxAge, time.Now()); err != nil {
+	if err := removeStaleTemps(s.root, tempMaxAge(deps.DrainTimeout), time.Now()); err != nil {
 		unix.Close(s.rootfd)
 		return nil, fmt.Errorf("remove stale temp files in %s: %w", s.root, err)
 	}
 	return s, nil
 }
 
-// check validates the values a library user may have set by hand (Decode has
-// already done this for configuration files), in schema order, and sets the
-// parsed policy.
-func (s *Sink) check() error {
-	c := s.cfg
-	var probs []sink.Problem
-	add := func(path, msg string) { probs = append(probs, sink.Problem{Path: path, Message: msg}) }
-	if strings.TrimSpace(c.Directory) == "" {
-		add("directory", "required")
-	}
-	if c.Mode != "one_file_per_message" {
-		add("mode", fmt.Sprintf("must be one of one_file_per_message (got %q)", c.Mode))
-	}
-	switch c.FilenameStrategy {
-	case "stream_sequence", "message_id", "payload_sha256":
-	default:
-		add("filename_strategy", fmt.Sprintf("must be one of stream_sequence, message_id, payload_sha256 (got %q)", c.FilenameStrategy))
-	}
-	switch c.DuplicatePolicy {
-	case "skip_existing":
-		s.policy = skipExisting
+// policyOf maps duplicate_policy (already validated) to its policy.
+func policyOf(name string) policy {
+	switch name {
 	case "overwrite":
-		s.policy = overwrite
+		return overwrite
 	case "fail":
-		s.policy = failExisting
-	default:
-		add("duplicate_policy", fmt.Sprintf("must be one of skip_existing, overwrite, fail (got %q)", c.DuplicatePolicy))
+		return failExisting
 	}
-	switch c.PayloadMode {
-	case record.JSONOrEnvelope, record.JSONOnly, record.TextEnvelope, record.BytesEnvelope:
-	default:
-		add("payload_mode", fmt.Sprintf("must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got %q)", c.PayloadMode))
+	return skipExisting
+}
+
+// tempMaxAge is the age beyond which a named temp file found at start
+// belongs to a dead process and is removed: twice the host's drain bound
+// (at least 2 s), so that a live process's temp file is never touched, or
+// 40 s (twice the default delivery.shutdown_timeout_ms) when the host gives
+// none.
+func tempMaxAge(drain time.Duration) time.Duration {
+	if drain <= 0 {
+		return 40 * time.Second
 	}
-	if msg := checkExtension(c.Extension); msg != "" {
-		add("extension", msg)
-	}
-	switch c.Compression {
-	case "none":
-	case "gzip":
-		if c.CompressionLevel < 1 || c.CompressionLevel > 9 {
-			add("compression_level", fmt.Sprintf("must be between 1 and 9 (got %d)", c.CompressionLevel))
-		}
-	default:
-		add("compression", fmt.Sprintf("must be one of none, gzip (got %q)", c.Compression))
-	}
-	if probs != nil {
-		return &sink.ConfigError{Problems: probs}
-	}
-	return nil
+	return 2 * max(drain, time.Second)
 }
 
 // makeRoot applies the start rules of sinks.md §1 to the root directory.
@@ -242,7 +212,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 // name cannot be built gets its Permanent result here.
 func (s *Sink) build(e *sink.Envelope) *entry {
 	en := &entry{seq: e.StreamSequence, fd: -1}
-	p, err := record.NormalisePayload(e, s.cfg.PayloadMode)
+	p, err := record.NormalisePayload(e, record.PayloadMode(s.cfg.PayloadMode))
 	if err != nil {
 		en.res = sink.Failed(fmt.Errorf("file sink (stream seq %d): %w", e.StreamSequence, err))
 		return en

@@ -496,7 +496,6 @@ func TestConcurrentBatches(t *testing.T) {
 
 func TestStaleTempCleanup(t *testing.T) {
 	c := config(t)
-	c.TempMaxAge = time.Minute
 	sub := filepath.Join(c.Directory, "orders")
 	deep := filepath.Join(sub, "deeper")
 	os.MkdirAll(deep, 0o755)
@@ -518,7 +517,13 @@ func TestStaleTempCleanup(t *testing.T) {
 			os.Chtimes(f.path, old, old)
 		}
 	}
-	open(t, c)
+	// The drain bound is the host's (delivery.shutdown_timeout_ms): temp
+	// files older than twice it are a dead process's.
+	s, err := New(t.Context(), c, sink.Deps{DrainTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
 	want := []string{
 		"orders/.ORDERS-3.json.0123456789abcdef.tmp",
 		"orders/.x.json.0123456789ABCDEF.tmp",
@@ -641,5 +646,19 @@ func TestTargetIsNotAFile(t *testing.T) {
 			}
 			assertNoTemps(t, c.Directory)
 		})
+	}
+}
+
+// TestTempMaxAge: temp files are stale after twice the host's drain bound
+// (docs/file-sink.md), at least 2 s, and after 40 s when the host gives none.
+func TestTempMaxAge(t *testing.T) {
+	for _, tt := range []struct{ drain, want time.Duration }{
+		{0, 40 * time.Second},
+		{30 * time.Second, time.Minute},
+		{100 * time.Millisecond, 2 * time.Second},
+	} {
+		if got := tempMaxAge(tt.drain); got != tt.want {
+			t.Errorf("tempMaxAge(%v) = %v, want %v", tt.drain, got, tt.want)
+		}
 	}
 }

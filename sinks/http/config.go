@@ -17,49 +17,39 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // Config is the http sink's configuration (sinks.md §7). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
-	Type                     string             `json:"type" trim:"true" lower:"true" enum:"http" doc:"Sink type."`
-	URL                      string             `json:"url" required:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Endpoint URL: https, or http for localhost with allow_http_for_local_testing. No user-info, query or fragment."`
-	Method                   string             `json:"method" trim:"true" upper:"true" enum:"POST,PUT,PATCH" doc:"Request method."`
-	BodyFormat               string             `json:"body_format" enum:"envelope,payload" doc:"Request body: the nats_sinks.http.message.v1 envelope, or the normalised payload alone (data-shapes §10)."`
-	EndpointAllowedHosts     []string           `json:"endpoint_allowed_hosts" unique:"true" lower:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"When non-empty, the URL's host must be one of these (lower-case host names)."`
-	AllowHTTPForLocalTesting bool               `json:"allow_http_for_local_testing" doc:"Allow an http URL whose host is localhost, 127.0.0.1 or ::1."`
-	Headers                  map[string]string  `json:"headers" maxitems:"32" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"2048" doc:"Extra request headers (at most 32). Credentials must come from headers_env."`
-	HeadersEnv               map[string]string  `json:"headers_env" maxitems:"32" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Extra request headers whose values are read from these environment variables when the sink starts."`
-	UserAgent                string             `json:"user_agent" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"2048" doc:"User-Agent header."`
-	RequestTimeoutSeconds    float64            `json:"request_timeout_seconds" xmin:"0" max:"120" doc:"Timeout of one request attempt, response body included."`
-	MaxRequestBytes          int                `json:"max_request_bytes" min:"128" max:"52428800" doc:"Largest request body; a larger message is dead-lettered."`
-	MaxResponseBytes         int                `json:"max_response_bytes" min:"0" max:"1048576" doc:"Largest response body read; a larger one is a temporary failure."`
-	SuccessStatuses          []int              `json:"success_statuses" minitems:"1" maxitems:"64" min:"100" max:"599" unique:"true" doc:"Statuses that mean the message is stored."`
-	RetryStatuses            []int              `json:"retry_statuses" minitems:"1" maxitems:"64" min:"100" max:"599" unique:"true" doc:"Statuses that are temporary failures, retried per retry."`
-	PayloadMode              record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
-	IncludeMetadata          bool               `json:"include_metadata" doc:"Add the standard metadata document to the envelope body."`
-	IncludeMissionMetadata   bool               `json:"include_mission_metadata" doc:"Add mission_metadata (null) to the envelope body."`
-	IncludeSecurityLabels    bool               `json:"include_security_labels" doc:"Add security_labels (null) to the envelope body."`
-	IncludeCustody           bool               `json:"include_custody" doc:"Add custody (null) to the envelope body."`
-	Idempotency              Idempotency        `json:"idempotency" doc:"The idempotency header the endpoint de-duplicates on."`
-	Retry                    Retry              `json:"retry" doc:"Retries of temporary failures inside one write."`
-	Concurrency              int                `json:"concurrency" min:"1" max:"256" doc:"Requests of one batch in flight at once; 1 sends in order and stops at the first temporary failure."`
-
-	// Metrics, when set (by the CLI), receives http_request_seconds. Nil
-	// means no sink metrics.
-	Metrics *telemetry.Metrics `json:"-"`
-	// Env looks up environment variables for headers_env; nil means the
-	// process environment. Tests set it.
-	Env config.Env `json:"-"`
+	Type                     string            `json:"type" trim:"true" lower:"true" enum:"http" doc:"Sink type."`
+	URL                      string            `json:"url" required:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Endpoint URL: https, or http for localhost with allow_http_for_local_testing. No user-info, query or fragment."`
+	Method                   string            `json:"method" trim:"true" upper:"true" enum:"POST,PUT,PATCH" doc:"Request method."`
+	BodyFormat               string            `json:"body_format" enum:"envelope,payload" doc:"Request body: the nats_sinks.http.message.v1 envelope, or the normalised payload alone (data-shapes §10)."`
+	EndpointAllowedHosts     []string          `json:"endpoint_allowed_hosts" unique:"true" lower:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"When non-empty, the URL's host must be one of these (lower-case host names)."`
+	AllowHTTPForLocalTesting bool              `json:"allow_http_for_local_testing" doc:"Allow an http URL whose host is localhost, 127.0.0.1 or ::1."`
+	Headers                  map[string]string `json:"headers" maxitems:"32" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"2048" doc:"Extra request headers (at most 32). Credentials must come from headers_env."`
+	HeadersEnv               map[string]string `json:"headers_env" maxitems:"32" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Extra request headers whose values are read from these environment variables when the sink starts."`
+	UserAgent                string            `json:"user_agent" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"2048" doc:"User-Agent header."`
+	RequestTimeoutSeconds    float64           `json:"request_timeout_seconds" xmin:"0" max:"120" doc:"Timeout of one request attempt, response body included."`
+	MaxRequestBytes          int               `json:"max_request_bytes" min:"128" max:"52428800" doc:"Largest request body; a larger message is dead-lettered."`
+	MaxResponseBytes         int               `json:"max_response_bytes" min:"0" max:"1048576" doc:"Largest response body read; a larger one is a temporary failure."`
+	SuccessStatuses          []int             `json:"success_statuses" minitems:"1" maxitems:"64" min:"100" max:"599" unique:"true" doc:"Statuses that mean the message is stored."`
+	RetryStatuses            []int             `json:"retry_statuses" minitems:"1" maxitems:"64" min:"100" max:"599" unique:"true" doc:"Statuses that are temporary failures, retried per retry."`
+	PayloadMode              string            `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
+	IncludeMetadata          bool              `json:"include_metadata" doc:"Add the standard metadata document to the envelope body."`
+	IncludeMissionMetadata   bool              `json:"include_mission_metadata" doc:"Add mission_metadata (null) to the envelope body."`
+	IncludeSecurityLabels    bool              `json:"include_security_labels" doc:"Add security_labels (null) to the envelope body."`
+	IncludeCustody           bool              `json:"include_custody" doc:"Add custody (null) to the envelope body."`
+	Idempotency              Idempotency       `json:"idempotency" doc:"The idempotency header the endpoint de-duplicates on."`
+	Retry                    Retry             `json:"retry" doc:"Retries of temporary failures inside one write."`
+	Concurrency              int               `json:"concurrency" min:"1" max:"256" doc:"Requests of one batch in flight at once; 1 sends in order and stops at the first temporary failure."`
 }
 
 // Idempotency is the "idempotency" object.
@@ -98,7 +88,7 @@ func Default() Config {
 		MaxResponseBytes:       65536,
 		SuccessStatuses:        []int{200, 201, 202, 204},
 		RetryStatuses:          []int{408, 425, 429, 500, 502, 503, 504},
-		PayloadMode:            record.JSONOrEnvelope,
+		PayloadMode:            string(record.JSONOrEnvelope),
 		IncludeMetadata:        true,
 		IncludeMissionMetadata: true,
 		IncludeSecurityLabels:  true,
@@ -134,17 +124,16 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 	return c, nil
 }
 
-// Validate checks the rules the struct tags cannot express; fields.DecodeSink
-// calls it after decoding.
-func (c *Config) Validate(p *fields.Problems) {
-	for _, pr := range c.problems() {
-		p.Add(pr.Path, pr.Message)
-	}
-}
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express. Problems have paths relative to the sink
+// object and come back as one *sink.ConfigError, or nil. Decode calls it on
+// the decoded object, New before anything else, so a Config built in Go is
+// checked like a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}
@@ -164,132 +153,68 @@ var forbiddenHeaders = []string{
 // sit in a configuration file.
 var secretHeaders = []string{"authorization", "cookie", "proxy-authorization", "x-api-key", "x-auth-token"}
 
-var envName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-
-// problems returns every problem of the rules that need more than one key,
-// in schema order. New runs it too, for Configs built by hand, so it also
-// repeats the per-key rules a hand-built Config could break.
-func (c *Config) problems() []sink.Problem {
-	var out []sink.Problem
-	add := func(path, format string, args ...any) {
-		out = append(out, sink.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
+// rules checks what the struct tags cannot express: the endpoint URL,
+// allowed hosts, header names (credentials only from headers_env, no
+// header set twice), statuses both retried and successful, the idempotency
+// header, and the retry delays.
+func (c *Config) rules(p *fields.Problems) {
 	if msg := c.checkURL(); msg != "" {
-		add("url", "%s", msg)
-	}
-	switch c.Method {
-	case "POST", "PUT", "PATCH":
-	default:
-		add("method", "must be one of POST, PUT, PATCH (got %q)", c.Method)
-	}
-	switch c.BodyFormat {
-	case "envelope", "payload":
-	default:
-		add("body_format", "must be one of envelope, payload (got %q)", c.BodyFormat)
+		p.Add("url", msg)
 	}
 	for i, h := range c.EndpointAllowedHosts {
 		if strings.ContainsAny(h, "/@") {
-			add(fields.Index("endpoint_allowed_hosts", i), "must be a host name without \"/\" or \"@\" (got %q)", h)
+			p.Addf(fields.Index("endpoint_allowed_hosts", i), "must be a host name without \"/\" or \"@\" (got %q)", h)
 		} else if h != strings.ToLower(h) {
-			add(fields.Index("endpoint_allowed_hosts", i), "must be lower-case (got %q)", h)
+			// Decode lower-cases them; a Config built in Go must.
+			p.Addf(fields.Index("endpoint_allowed_hosts", i), "must be lower-case (got %q)", h)
 		}
 	}
 	seen := map[string]string{} // lower-cased name → key path that first used it
 	for _, name := range sortedKeys(c.Headers) {
 		path := fields.Join("headers", name)
 		if msg := checkHeaderName(name); msg != "" {
-			add(path, "%s", msg)
+			p.Add(path, msg)
 		} else if slices.Contains(secretHeaders, strings.ToLower(name)) {
-			add(path, "carries a credential: set it with headers_env")
+			p.Add(path, "carries a credential: set it with headers_env")
 		}
 		if prev, dup := seen[strings.ToLower(name)]; dup {
-			add(path, "duplicates %s (header names are case-insensitive)", prev)
+			p.Addf(path, "duplicates %s (header names are case-insensitive)", prev)
 		}
 		seen[strings.ToLower(name)] = path
 	}
 	for _, name := range sortedKeys(c.HeadersEnv) {
 		path := fields.Join("headers_env", name)
 		if msg := checkHeaderName(name); msg != "" {
-			add(path, "%s", msg)
+			p.Add(path, msg)
 		}
 		if prev, dup := seen[strings.ToLower(name)]; dup {
-			add(path, "duplicates %s (header names are case-insensitive)", prev)
+			p.Addf(path, "duplicates %s (header names are case-insensitive)", prev)
 		}
 		seen[strings.ToLower(name)] = path
-		if v := c.HeadersEnv[name]; !envName.MatchString(v) {
-			// Decode's pattern tag reports this first; this covers hand-built Configs.
-			add(path, "must match %s (got %q)", envName, v)
-		}
-	}
-	if c.UserAgent == "" || strings.TrimSpace(c.UserAgent) != c.UserAgent || fields.HasControl(c.UserAgent) {
-		add("user_agent", "must be non-blank, without surrounding whitespace or control characters")
-	}
-	if !(c.RequestTimeoutSeconds > 0 && c.RequestTimeoutSeconds <= 120) {
-		add("request_timeout_seconds", "must be greater than 0 and at most 120 (got %v)", c.RequestTimeoutSeconds)
-	}
-	if c.MaxRequestBytes < 128 || c.MaxRequestBytes > 52428800 {
-		add("max_request_bytes", "must be between 128 and 52428800 (got %d)", c.MaxRequestBytes)
-	}
-	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > 1048576 {
-		add("max_response_bytes", "must be between 0 and 1048576 (got %d)", c.MaxResponseBytes)
-	}
-	if len(c.SuccessStatuses) == 0 {
-		add("success_statuses", "must not be empty")
-	}
-	if len(c.RetryStatuses) == 0 {
-		add("retry_statuses", "must not be empty")
 	}
 	for i, st := range c.RetryStatuses {
 		if slices.Contains(c.SuccessStatuses, st) {
-			add(fields.Index("retry_statuses", i), "%d is also in success_statuses", st)
+			p.Addf(fields.Index("retry_statuses", i), "%d is also in success_statuses", st)
 		}
-	}
-	switch c.PayloadMode {
-	case record.JSONOrEnvelope, record.JSONOnly, record.TextEnvelope, record.BytesEnvelope:
-	default:
-		add("payload_mode", "must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got %q)", c.PayloadMode)
 	}
 	id := c.Idempotency
 	if id.Required && !id.Enabled {
-		add("idempotency.required", "requires idempotency.enabled")
+		p.Add("idempotency.required", "requires idempotency.enabled")
 	}
 	if msg := checkHeaderName(id.Header); msg != "" {
-		add("idempotency.header", "%s", msg)
+		p.Add("idempotency.header", msg)
 	} else if prev, dup := seen[strings.ToLower(id.Header)]; dup && id.Enabled {
 		// The spec is silent; two values for one header would leave the
 		// endpoint de-duplicating on whichever it reads, so reject it.
-		add("idempotency.header", "is also set by %s", prev)
+		p.Addf("idempotency.header", "is also set by %s", prev)
 	}
-	switch id.Strategy {
-	case "idempotency_key", "stream_sequence", "message_id", "payload_sha256":
-	default:
-		add("idempotency.strategy", "must be one of idempotency_key, stream_sequence, message_id, payload_sha256 (got %q)", id.Strategy)
+	if r := c.Retry; r.MaxBackoffMS < r.BackoffMS {
+		p.Addf("retry.max_backoff_ms", "must be at least retry.backoff_ms (%d) (got %d)", r.BackoffMS, r.MaxBackoffMS)
 	}
-	r := c.Retry
-	if r.MaxBackoffMS < r.BackoffMS {
-		add("retry.max_backoff_ms", "must be at least retry.backoff_ms (%d) (got %d)", r.BackoffMS, r.MaxBackoffMS)
-	}
-	switch r.BackoffMode {
-	case "fixed", "linear", "exponential":
-	default:
-		add("retry.backoff_mode", "must be one of fixed, linear, exponential (got %q)", r.BackoffMode)
-	}
-	switch r.Jitter {
-	case "none", "full", "equal":
-	default:
-		add("retry.jitter", "must be one of none, full, equal (got %q)", r.Jitter)
-	}
-	if c.Concurrency < 1 || c.Concurrency > 256 {
-		add("concurrency", "must be between 1 and 256 (got %d)", c.Concurrency)
-	}
-	return out
 }
 
 // checkURL returns the problem with the endpoint URL, or "".
 func (c *Config) checkURL() string {
-	if c.URL == "" {
-		return "required"
-	}
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		return "is not a valid URL"
@@ -360,18 +285,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// WithEnv returns c reading its *_env keys through env (nil: the process
-// environment); pipeline.OpenSink passes the environment it was given.
-func (c Config) WithEnv(env config.Env) sink.Opener {
-	c.Env = env
-	return c
-}
-
-// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
-// for every sink that has metrics of its own.
-func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
-	c.Metrics = m
-	return c
 }

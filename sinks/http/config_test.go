@@ -217,8 +217,7 @@ func TestNewHeadersEnv(t *testing.T) {
 			c := Default()
 			c.URL = "https://a.example/"
 			c.HeadersEnv = tt.headers
-			c.Env = lookup
-			s, err := New(context.Background(), c)
+			s, err := New(context.Background(), c, sink.Deps{Env: lookup})
 			if diff := cmp.Diff(tt.want, problems(t, err)); diff != "" {
 				t.Errorf("New problems mismatch (-want +got):\n%s", diff)
 			}
@@ -242,7 +241,7 @@ func TestNewRejectsHandBuiltConfig(t *testing.T) {
 	c.URL = "https://a.example/"
 	c.Concurrency = 0
 	c.Method = "DELETE"
-	_, err := New(context.Background(), c)
+	_, err := New(context.Background(), c, sink.Deps{})
 	want := []sink.Problem{
 		{Path: "method", Message: `must be one of POST, PUT, PATCH (got "DELETE")`},
 		{Path: "concurrency", Message: "must be between 1 and 256 (got 0)"},
@@ -254,7 +253,7 @@ func TestNewRejectsHandBuiltConfig(t *testing.T) {
 
 func TestOpenMakesNoRequest(t *testing.T) {
 	ep := newEndpoint(t, nil)
-	s, err := ep.config().Open(t.Context())
+	s, err := ep.config().Open(t.Context(), sink.Deps{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

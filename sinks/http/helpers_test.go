@@ -12,6 +12,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/backoff/backofftest"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // request is one request an endpoint received.
@@ -63,10 +64,20 @@ func (ep *endpoint) config() Config {
 }
 
 // open starts a sink on c with a fixed clock and recorded, instant retry
-// delays, and stops it when the test ends.
+// delays, and stops it when the test ends. Its deps give it tracing (spans
+// only in a traced write context) and nothing else.
 func open(t testing.TB, c Config) (*Sink, *backofftest.Recorder) {
 	t.Helper()
-	s, err := New(context.Background(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps (a tracer is added when deps has none).
+func openWith(t testing.TB, c Config, deps sink.Deps) (*Sink, *backofftest.Recorder) {
+	t.Helper()
+	if deps.Tracer == nil {
+		deps.Tracer = tracing.ForSinks()
+	}
+	s, err := New(context.Background(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

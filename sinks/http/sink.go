@@ -11,24 +11,17 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/nats-sinks/nats-sink/config"
 	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/internal/fanout"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
-	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 var _ sink.Sink = (*Sink)(nil)
@@ -55,9 +48,10 @@ type Sink struct {
 	success map[int]bool
 	retry   map[int]bool
 	// spanAttrs are the request attributes of every client span.
-	spanAttrs []attribute.KeyValue
+	spanAttrs []sink.Attr
+	tracer    sink.Tracer
 
-	reqSeconds *telemetry.Histogram
+	reqSeconds sink.Histogram
 
 	// sleep waits d or until ctx is done; tests replace it to record the
 	// backoff delays without waiting.
@@ -69,14 +63,15 @@ type Sink struct {
 	stopOnce sync.Once
 }
 
-// New validates c (a Config built by hand is checked like a decoded one),
-// resolves headers_env and prepares the connection pool. It makes no
-// request. Invalid values and missing or invalid environment variables are
-// reported as a *sink.ConfigError (exit 2 in the CLI).
-func New(_ context.Context, c Config) (*Sink, error) {
+// New validates c (Config.Validate; the method is upper-cased first, as
+// Decode does), resolves headers_env through deps and prepares the
+// connection pool. It makes no request. Invalid values and missing or
+// invalid environment variables are reported as a *sink.ConfigError (exit 2
+// in the CLI).
+func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	c.Method = strings.ToUpper(strings.TrimSpace(c.Method))
-	if probs := c.problems(); len(probs) > 0 {
-		return nil, &sink.ConfigError{Problems: probs}
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	static := http.Header{}
 	static.Set("Accept", "application/json")
@@ -88,7 +83,7 @@ func New(_ context.Context, c Config) (*Sink, error) {
 	var envProbs []sink.Problem
 	for _, name := range sortedKeys(c.HeadersEnv) {
 		envVar := c.HeadersEnv[name]
-		v, ok := lookupEnv(c.Env, envVar)
+		v, ok := deps.LookupEnv(envVar)
 		msg := ""
 		switch {
 		case !ok:
@@ -136,17 +131,9 @@ func New(_ context.Context, c Config) (*Sink, error) {
 		now:     time.Now,
 	}
 	s.spanAttrs = clientAttrs(c.Method, c.URL)
-	s.reqSeconds, _ = c.Metrics.NewHistogram("http_request_seconds", "Duration of one HTTP sink request attempt, response body included.", nil)
+	s.tracer = deps.Tracing()
+	s.reqSeconds, _ = deps.Meter().Histogram("http_request_seconds", "Duration of one HTTP sink request attempt, response body included.", nil)
 	return s, nil
-}
-
-// lookupEnv reads an environment variable through env, or the process
-// environment when env is nil.
-func lookupEnv(env config.Env, name string) (string, bool) {
-	if env == nil {
-		return os.LookupEnv(name)
-	}
-	return env(name)
 }
 
 func set(xs []int) map[int]bool {
@@ -212,7 +199,7 @@ func (s *Sink) build(e *sink.Envelope) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := record.NormalisePayload(e, s.cfg.PayloadMode)
+	p, err := record.NormalisePayload(e, record.PayloadMode(s.cfg.PayloadMode))
 	if err != nil {
 		return nil, "", err
 	}
@@ -307,10 +294,10 @@ var errResponseTooLarge = errors.New("HTTP response body exceeds max_response_by
 func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key string, attempt int) (err error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	actx, span := tracing.StartClient(actx, e, s.cfg.Method, trace.SpanKindClient, s.spanAttrs...)
+	actx, span := s.tracer.StartClient(actx, e, s.cfg.Method, false, s.spanAttrs...)
 	defer func() { endClientSpan(span, err) }()
 	if attempt > 1 {
-		span.SetAttributes(attribute.Int("http.request.resend_count", attempt-1))
+		span.SetAttributes(sink.Attr{Key: "http.request.resend_count", Value: attempt - 1})
 	}
 	req, err := http.NewRequestWithContext(actx, s.cfg.Method, s.url, bytes.NewReader(body))
 	if err != nil {
@@ -320,7 +307,7 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	if key != "" {
 		req.Header.Set(s.cfg.Idempotency.Header, key)
 	}
-	for name, v := range tracing.Headers(actx, e) {
+	for name, v := range s.tracer.TraceHeaders(actx, e) {
 		// A value the transport would refuse is dropped, not sent: broken
 		// trace context must not keep a message from being delivered.
 		if validHeaderValue(v) {
@@ -341,7 +328,7 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	resp.Body.Close()
 	s.reqSeconds.Observe(time.Since(start).Seconds())
 	code := resp.StatusCode
-	span.SetAttributes(attribute.Int("http.response.status_code", code))
+	span.SetAttributes(sink.Attr{Key: "http.response.status_code", Value: code})
 	switch {
 	case s.success[code]:
 		// The response is read before the status is trusted: a body cut
@@ -374,8 +361,8 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 // clientAttrs returns the HTTP client span attributes known before the
 // request (OpenTelemetry HTTP semantic conventions). The URL is safe to
 // record whole: the configuration refuses user-info, a query and a fragment.
-func clientAttrs(method, raw string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{attribute.String("http.request.method", method)}
+func clientAttrs(method, raw string) []sink.Attr {
+	attrs := []sink.Attr{{Key: "http.request.method", Value: method}}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return attrs
@@ -388,9 +375,9 @@ func clientAttrs(method, raw string) []attribute.KeyValue {
 		}
 	}
 	return append(attrs,
-		attribute.String("server.address", u.Hostname()),
-		attribute.Int("server.port", port),
-		attribute.String("url.full", u.String()),
+		sink.Attr{Key: "server.address", Value: u.Hostname()},
+		sink.Attr{Key: "server.port", Value: port},
+		sink.Attr{Key: "url.full", Value: u.String()},
 	)
 }
 
@@ -398,8 +385,8 @@ func clientAttrs(method, raw string) []attribute.KeyValue {
 // error.type is the status code for an unsuccessful status (as the HTTP
 // conventions have it), "timeout" for an attempt that ran out of time, and
 // "_OTHER" for any other failure.
-func endClientSpan(span tracing.Span, err error) {
-	if err != nil && span.IsRecording() {
+func endClientSpan(span sink.Span, err error) {
+	if err != nil {
 		var se *statusError
 		var ne net.Error
 		errType := "_OTHER"

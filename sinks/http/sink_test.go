@@ -116,7 +116,7 @@ func TestBodyOptions(t *testing.T) {
 				t.Errorf("body = %s, want %s", body, want)
 			}
 		}},
-		{"text envelope payload", func(c *Config) { c.BodyFormat, c.PayloadMode = "payload", record.TextEnvelope }, func(t *testing.T, body []byte) {
+		{"text envelope payload", func(c *Config) { c.BodyFormat, c.PayloadMode = "payload", string(record.TextEnvelope) }, func(t *testing.T, body []byte) {
 			if !strings.HasPrefix(string(body), `{"_nats_sinks":{"payload_encoding":"utf-8"`) {
 				t.Errorf("body = %s, want a text envelope", body)
 			}
@@ -155,11 +155,11 @@ func TestHeadersAndMethod(t *testing.T) {
 	c.UserAgent = "custom/1"
 	c.Headers = map[string]string{"X-Tenant": "acme"}
 	c.HeadersEnv = map[string]string{"Authorization": "HTTP_SINK_TOKEN"}
-	c.Env = func(name string) (string, bool) {
+	env := func(name string) (string, bool) {
 		return map[string]string{"HTTP_SINK_TOKEN": "Bearer t0k"}[name], name == "HTTP_SINK_TOKEN"
 	}
 	c.Idempotency.Header = "X-Dedup"
-	s, _ := open(t, c)
+	s, _ := openWith(t, c, sink.Deps{Env: env})
 	e := intake.Build(intake.Message{Subject: "a.b", Reply: "$JS.ACK.S.c.1.9.9.1780048800123456000.0", Data: []byte(`1`),
 		Header: map[string][]string{"Tracestate": {"k=v"}, "BAGGAGE": {"u=1"}, "traceparent": {"00-x"}}}, nil, shapestest.Received)
 	if rs := s.WriteBatch(t.Context(), []*sink.Envelope{e}); rs[0].Outcome != sink.Committed {
@@ -366,7 +366,7 @@ func TestMaxRequestBytes(t *testing.T) {
 func TestJSONOnlyRejects(t *testing.T) {
 	ep := newEndpoint(t, nil)
 	c := ep.config()
-	c.PayloadMode = record.JSONOnly
+	c.PayloadMode = string(record.JSONOnly)
 	s, _ := open(t, c)
 	e := intake.Build(intake.Message{Subject: "a.b", Reply: "$JS.ACK.S.c.1.1.1.1780048800123456000.0", Data: []byte("not json")}, nil, shapestest.Received)
 	got := summarize(s.WriteBatch(t.Context(), []*sink.Envelope{e}))
@@ -421,16 +421,16 @@ func TestRetries(t *testing.T) {
 			Retry{MaxRetries: 3, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "exponential", BackoffMultiplier: 2, Jitter: "none"},
 			sink.Temporary, 4, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 25 * time.Millisecond}},
 		{"5xx outside retry_statuses is retried too", []int{501, 200},
-			Retry{MaxRetries: 1, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "fixed", Jitter: "none"},
+			Retry{MaxRetries: 1, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "fixed", BackoffMultiplier: 1, Jitter: "none"},
 			sink.Committed, 2, []time.Duration{10 * time.Millisecond}},
 		{"permanent is not retried", []int{400},
-			Retry{MaxRetries: 5, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "fixed", Jitter: "none"},
+			Retry{MaxRetries: 5, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "fixed", BackoffMultiplier: 1, Jitter: "none"},
 			sink.Permanent, 1, nil},
 		{"destination is not retried", []int{401},
-			Retry{MaxRetries: 5, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "fixed", Jitter: "none"},
+			Retry{MaxRetries: 5, BackoffMS: 10, MaxBackoffMS: 25, BackoffMode: "fixed", BackoffMultiplier: 1, Jitter: "none"},
 			sink.Destination, 1, nil},
 		{"equal jitter", []int{429, 200},
-			Retry{MaxRetries: 1, BackoffMS: 100, MaxBackoffMS: 1000, BackoffMode: "linear", Jitter: "equal"},
+			Retry{MaxRetries: 1, BackoffMS: 100, MaxBackoffMS: 1000, BackoffMode: "linear", BackoffMultiplier: 1, Jitter: "equal"},
 			sink.Committed, 2, []time.Duration{75 * time.Millisecond}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -479,7 +479,7 @@ func TestRetryWaitHonoursCancel(t *testing.T) {
 	ep := newEndpoint(t, status(503))
 	c := ep.config()
 	c.Retry = Retry{MaxRetries: 10, BackoffMS: 60000, MaxBackoffMS: 60000, BackoffMode: "fixed", BackoffMultiplier: 2, Jitter: "none"}
-	s, err := New(t.Context(), c) // the real sleep
+	s, err := New(t.Context(), c, sink.Deps{}) // the real sleep
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -762,10 +762,9 @@ func TestMetrics(t *testing.T) {
 	}
 	ep := newEndpoint(t, nil)
 	c := ep.config()
-	c.Metrics = m
-	s, _ := open(t, c)
+	s, _ := openWith(t, c, sink.Deps{Metrics: m.ForSinks()})
 	s.WriteBatch(t.Context(), shapestest.Batch("S", 3))
-	if got := s.reqSeconds.Summary().Count; got != 3 {
+	if got := s.reqSeconds.(*telemetry.Histogram).Summary().Count; got != 3 {
 		t.Errorf("http_request_seconds count = %v, want 3", got)
 	}
 }

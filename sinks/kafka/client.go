@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -27,7 +27,7 @@ const metadataMinAge = time.Second
 // (franz-go's default, never disabled here) with acks from all in-sync
 // replicas, the key-hash partitioner, the codec, the size limit, TLS and
 // SASL. Secrets and TLS files are read here, when the sink opens.
-func (c *Config) clientOptions() ([]kgo.Opt, error) {
+func (c *Config) clientOptions(deps sink.Deps) ([]kgo.Opt, error) {
 	codec := map[string]kgo.CompressionCodec{
 		"none":   kgo.NoCompression(),
 		"gzip":   kgo.GzipCompression(),
@@ -70,7 +70,7 @@ func (c *Config) clientOptions() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if c.SASL.Mechanism != "none" {
-		mech, err := c.saslMechanism()
+		mech, err := c.saslMechanism(deps)
 		if err != nil {
 			return nil, err
 		}
@@ -107,12 +107,13 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 }
 
 // saslMechanism resolves the password (from password_env or password_file)
-// and returns the configured mechanism.
-func (c *Config) saslMechanism() (sasl.Mechanism, error) {
+// and returns the configured mechanism. An unset variable or unreadable
+// file is a *sink.ConfigError at sasl.password_env or sasl.password_file.
+func (c *Config) saslMechanism(deps sink.Deps) (sasl.Mechanism, error) {
 	s := c.SASL
-	pw, ok, err := config.ResolveSecret("sasl.password", nil, s.PasswordEnv, s.PasswordFile, c.Env)
+	pw, ok, err := secret.Resolve("sasl.password", nil, s.PasswordEnv, s.PasswordFile, deps.LookupEnv)
 	if err != nil {
-		return nil, fmt.Errorf("kafka sink: %w: %w", err, sink.ErrConfig)
+		return nil, err
 	}
 	if !ok || pw.Reveal() == "" {
 		return nil, configError("sasl.password_env", "the SASL password must not be empty")

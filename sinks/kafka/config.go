@@ -21,46 +21,36 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/subject"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // Config is the kafka sink's configuration (sinks.md §9). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
-	Type             string             `json:"type" trim:"true" lower:"true" enum:"kafka" doc:"Sink type."`
-	Brokers          []string           `json:"brokers" required:"true" minitems:"1" maxitems:"64" unique:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Seed brokers, host:port (1 to 64)."`
-	Topic            string             `json:"topic" required:"true" pattern:"^[A-Za-z0-9._-]{1,249}$" doc:"Topic of every message no topic_routes entry matches. The sink never asks the cluster to create it."`
-	TopicRoutes      []TopicRoute       `json:"topic_routes" doc:"Per-subject topics; the first route whose subject pattern matches wins, else topic."`
-	ClientID         string             `json:"client_id" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"255" doc:"Kafka client.id, shown in broker logs and quotas."`
-	RecordFormat     string             `json:"record_format" enum:"envelope,payload,raw" doc:"Record value: the nats_sinks.kafka.message.v1 envelope, the normalised payload alone, or the delivered bytes unchanged (data-shapes §12)."`
-	PayloadMode      record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope and payload formats (data-shapes §4)."`
-	IncludeMetadata  bool               `json:"include_metadata" doc:"Add the standard metadata document to the envelope value."`
-	KeyStrategy      string             `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the record key is derived from (data-shapes §5); a message without that material is dead-lettered (ValidationError)."`
-	ForwardHeaders   bool               `json:"forward_headers" doc:"Copy the message's normalised NATS headers onto the record."`
-	RecordTimestamp  string             `json:"record_timestamp" enum:"jetstream,now" doc:"jetstream: the message creation time (Nats-Time-Stamp, else the JetStream time); now: the produce time."`
-	Acks             string             `json:"acks" enum:"all" doc:"Required acknowledgements: all in-sync replicas (the only value)."`
-	Idempotent       bool               `json:"idempotent" doc:"Idempotent producer (must be true)."`
-	Compression      string             `json:"compression" enum:"none,gzip,snappy,lz4,zstd" doc:"Record batch compression codec."`
-	MaxRecordBytes   int                `json:"max_record_bytes" min:"1024" max:"104857600" doc:"Largest record as framed in a batch (key, value, headers and about 128 bytes of framing); a larger message is dead-lettered. Also the producer's batch size limit: keep it at or below the topic's max.message.bytes."`
-	ProduceTimeoutMS int                `json:"produce_timeout_ms" min:"1000" max:"600000" doc:"How long one write waits for the broker's acknowledgements before its unacknowledged records are a temporary failure."`
-	TLS              TLS                `json:"tls" doc:"TLS to the brokers."`
-	SASL             SASL               `json:"sasl" doc:"SASL authentication to the brokers."`
-
-	// Metrics, when set (by the CLI), receives kafka_produce_seconds and
-	// kafka_records_total. Nil means no sink metrics.
-	Metrics *telemetry.Metrics `json:"-"`
-	// Env looks up environment variables for sasl.password_env; nil means
-	// the process environment. Tests set it.
-	Env config.Env `json:"-"`
+	Type             string       `json:"type" trim:"true" lower:"true" enum:"kafka" doc:"Sink type."`
+	Brokers          []string     `json:"brokers" required:"true" minitems:"1" maxitems:"64" unique:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Seed brokers, host:port (1 to 64)."`
+	Topic            string       `json:"topic" required:"true" pattern:"^[A-Za-z0-9._-]{1,249}$" doc:"Topic of every message no topic_routes entry matches. The sink never asks the cluster to create it."`
+	TopicRoutes      []TopicRoute `json:"topic_routes" doc:"Per-subject topics; the first route whose subject pattern matches wins, else topic."`
+	ClientID         string       `json:"client_id" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"255" doc:"Kafka client.id, shown in broker logs and quotas."`
+	RecordFormat     string       `json:"record_format" enum:"envelope,payload,raw" doc:"Record value: the nats_sinks.kafka.message.v1 envelope, the normalised payload alone, or the delivered bytes unchanged (data-shapes §12)."`
+	PayloadMode      string       `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope and payload formats (data-shapes §4)."`
+	IncludeMetadata  bool         `json:"include_metadata" doc:"Add the standard metadata document to the envelope value."`
+	KeyStrategy      string       `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the record key is derived from (data-shapes §5); a message without that material is dead-lettered (ValidationError)."`
+	ForwardHeaders   bool         `json:"forward_headers" doc:"Copy the message's normalised NATS headers onto the record."`
+	RecordTimestamp  string       `json:"record_timestamp" enum:"jetstream,now" doc:"jetstream: the message creation time (Nats-Time-Stamp, else the JetStream time); now: the produce time."`
+	Acks             string       `json:"acks" enum:"all" doc:"Required acknowledgements: all in-sync replicas (the only value)."`
+	Idempotent       bool         `json:"idempotent" doc:"Idempotent producer (must be true)."`
+	Compression      string       `json:"compression" enum:"none,gzip,snappy,lz4,zstd" doc:"Record batch compression codec."`
+	MaxRecordBytes   int          `json:"max_record_bytes" min:"1024" max:"104857600" doc:"Largest record as framed in a batch (key, value, headers and about 128 bytes of framing); a larger message is dead-lettered. Also the producer's batch size limit: keep it at or below the topic's max.message.bytes."`
+	ProduceTimeoutMS int          `json:"produce_timeout_ms" min:"1000" max:"600000" doc:"How long one write waits for the broker's acknowledgements before its unacknowledged records are a temporary failure."`
+	TLS              TLS          `json:"tls" doc:"TLS to the brokers."`
+	SASL             SASL         `json:"sasl" doc:"SASL authentication to the brokers."`
 }
 
 // TopicRoute is one topic_routes item: messages whose subject matches the
@@ -98,7 +88,7 @@ func Default() Config {
 		TopicRoutes:      []TopicRoute{},
 		ClientID:         "nats-sink",
 		RecordFormat:     "envelope",
-		PayloadMode:      record.JSONOrEnvelope,
+		PayloadMode:      string(record.JSONOrEnvelope),
 		IncludeMetadata:  true,
 		KeyStrategy:      "idempotency_key",
 		ForwardHeaders:   true,
@@ -124,100 +114,47 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 	return c, nil
 }
 
-// Validate checks the rules the struct tags cannot express; fields.DecodeSink
-// calls it after decoding.
-func (c *Config) Validate(p *fields.Problems) {
-	for _, pr := range c.problems() {
-		p.Add(pr.Path, pr.Message)
-	}
-}
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express. Problems have paths relative to the sink
+// object and come back as one *sink.ConfigError, or nil. Decode calls it on
+// the decoded object, New before anything else, so a Config built in Go is
+// checked like a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// WithEnv returns c reading its *_env keys through env (nil: the process
-// environment); pipeline.OpenSink passes the environment it was given.
-func (c Config) WithEnv(env config.Env) sink.Opener {
-	c.Env = env
-	return c
-}
-
-// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
-// for every sink that has metrics of its own.
-func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
-	c.Metrics = m
-	return c
-}
-
-var (
-	topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
-	envName   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-)
-
-// problems returns every rule violation in schema order. Decode reports the
-// per-key rules through the struct tags first and calls this only when they
-// pass; New runs it for Configs built by hand, so it repeats the per-key
-// rules a hand-built Config could break.
-func (c *Config) problems() []sink.Problem {
-	var out []sink.Problem
-	add := func(path, format string, args ...any) {
-		out = append(out, sink.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
-	if len(c.Brokers) == 0 {
-		add("brokers", "must not be empty")
-	} else if len(c.Brokers) > 64 {
-		add("brokers", "must have at most 64 items (got %d)", len(c.Brokers))
-	}
+// rules checks what the struct tags cannot express: broker addresses,
+// topic names Kafka rejects, route subjects, the idempotent producer, and
+// the keys of tls and sasl that belong together.
+func (c *Config) rules(p *fields.Problems) {
 	for i, b := range c.Brokers {
 		if msg := checkBroker(b); msg != "" {
-			add(fields.Index("brokers", i), "%s", msg)
+			p.Add(fields.Index("brokers", i), msg)
 		}
 	}
 	if msg := checkTopic(c.Topic); msg != "" {
-		add("topic", "%s", msg)
+		p.Add("topic", msg)
 	}
 	for i, r := range c.TopicRoutes {
 		rp := fields.Index("topic_routes", i)
 		if err := subject.Validate(r.Subject); err != nil {
-			add(rp+".subject", "%s", err.Error())
+			p.Add(rp+".subject", err.Error())
 		}
 		if msg := checkTopic(r.Topic); msg != "" {
-			add(rp+".topic", "%s", msg)
+			p.Add(rp+".topic", msg)
 		}
 	}
-	if c.ClientID == "" || strings.TrimSpace(c.ClientID) != c.ClientID || fields.HasControl(c.ClientID) || len(c.ClientID) > 255 {
-		add("client_id", "must be non-blank, at most 255 characters, without surrounding whitespace or control characters")
-	}
-	enum := func(path, got string, allowed ...string) {
-		for _, a := range allowed {
-			if got == a {
-				return
-			}
-		}
-		add(path, "must be one of %s (got %q)", strings.Join(allowed, ", "), got)
-	}
-	enum("record_format", c.RecordFormat, "envelope", "payload", "raw")
-	enum("payload_mode", string(c.PayloadMode), "json_or_envelope", "json_only", "text_envelope", "bytes_envelope")
-	enum("key_strategy", c.KeyStrategy, "idempotency_key", "stream_sequence", "message_id", "payload_sha256")
-	enum("record_timestamp", c.RecordTimestamp, "jetstream", "now")
-	enum("acks", c.Acks, "all")
 	if !c.Idempotent {
 		// A non-idempotent producer's own retries write duplicates and can
 		// reorder a partition; the sink does not offer it.
-		add("idempotent", "must be true: the sink always uses the idempotent producer")
-	}
-	enum("compression", c.Compression, "none", "gzip", "snappy", "lz4", "zstd")
-	if c.MaxRecordBytes < 1024 || c.MaxRecordBytes > 104857600 {
-		add("max_record_bytes", "must be between 1024 and 104857600 (got %d)", c.MaxRecordBytes)
-	}
-	if c.ProduceTimeoutMS < 1000 || c.ProduceTimeoutMS > 600000 {
-		add("produce_timeout_ms", "must be between 1000 and 600000 (got %d)", c.ProduceTimeoutMS)
+		p.Add("idempotent", "must be true: the sink always uses the idempotent producer")
 	}
 
 	t := c.TLS
@@ -229,56 +166,46 @@ func (c *Config) problems() []sink.Problem {
 			set bool
 		}{{"ca_file", t.CAFile != nil}, {"cert_file", t.CertFile != nil}, {"key_file", t.KeyFile != nil}, {"insecure_skip_verify", t.InsecureSkipVerify}} {
 			if f.set {
-				add("tls."+f.key, "requires tls.enabled")
+				p.Add("tls."+f.key, "requires tls.enabled")
 			}
 		}
 	}
 	if t.CertFile != nil && t.KeyFile == nil {
-		add("tls.cert_file", "requires tls.key_file")
+		p.Add("tls.cert_file", "requires tls.key_file")
 	}
 	if t.KeyFile != nil && t.CertFile == nil {
-		add("tls.key_file", "requires tls.cert_file")
+		p.Add("tls.key_file", "requires tls.cert_file")
 	}
 
 	s := c.SASL
-	enum("sasl.mechanism", s.Mechanism, "none", "plain", "scram-sha-256", "scram-sha-512")
 	if s.Mechanism == "none" {
 		if s.Username != nil {
-			add("sasl.username", "requires a sasl.mechanism other than none")
+			p.Add("sasl.username", "requires a sasl.mechanism other than none")
 		}
 		if s.PasswordEnv != nil {
-			add("sasl.password_env", "requires a sasl.mechanism other than none")
+			p.Add("sasl.password_env", "requires a sasl.mechanism other than none")
 		}
 		if s.PasswordFile != nil {
-			add("sasl.password_file", "requires a sasl.mechanism other than none")
+			p.Add("sasl.password_file", "requires a sasl.mechanism other than none")
 		}
 	} else {
 		if s.Username == nil || *s.Username == "" {
-			add("sasl.username", "required unless sasl.mechanism is none")
+			p.Add("sasl.username", "required unless sasl.mechanism is none")
 		}
 		switch {
 		case s.PasswordEnv == nil && s.PasswordFile == nil:
-			add("sasl.password_env", "required unless sasl.mechanism is none (or set sasl.password_file)")
+			p.Add("sasl.password_env", "required unless sasl.mechanism is none (or set sasl.password_file)")
 		case s.PasswordEnv != nil && s.PasswordFile != nil:
-			add("sasl.password_env", "set only one of password_env, password_file")
+			p.Add("sasl.password_env", "set only one of password_env, password_file")
 		}
 	}
-	if s.PasswordEnv != nil && !envName.MatchString(*s.PasswordEnv) {
-		// Decode's pattern tag reports this first; this covers hand-built Configs.
-		add("sasl.password_env", "must match %s (got %q)", envName, *s.PasswordEnv)
-	}
-	return out
 }
 
 // checkTopic returns the problem with a topic name, or "". Kafka itself
-// rejects "." and "..", which the character rule lets through.
+// rejects "." and "..", which the character rule of the pattern tag lets
+// through.
 func checkTopic(t string) string {
-	switch {
-	case t == "":
-		return "required"
-	case !topicName.MatchString(t):
-		return fmt.Sprintf("must be a Kafka topic name: 1 to 249 of A-Z a-z 0-9 . _ - (got %q)", t)
-	case t == "." || t == "..":
+	if t == "." || t == ".." {
 		return fmt.Sprintf("must not be %q", t)
 	}
 	return ""
@@ -286,6 +213,10 @@ func checkTopic(t string) string {
 
 // checkBroker returns the problem with a seed broker address, or "".
 func checkBroker(b string) string {
+	if strings.Contains(b, "@") {
+		// Not echoed: user-info is where credentials hide.
+		return "must be host:port without user-info; credentials belong in sasl"
+	}
 	host, port, err := net.SplitHostPort(b)
 	if err != nil || host == "" {
 		return fmt.Sprintf("must be host:port (got %q)", b)

@@ -155,17 +155,23 @@ func manyBrokers(n int) string {
 }
 
 // TestNewChecksHandBuiltConfigs: New applies the rules to a Config built in
-// code, which never went through Decode.
+// code, which never went through Decode, in the same order: the key rules
+// first, and the rules between keys once those pass.
 func TestNewChecksHandBuiltConfigs(t *testing.T) {
 	c := Default()
 	c.Brokers, c.Topic = []string{"k:1"}, "t"
 	c.Acks, c.Idempotent, c.ProduceTimeoutMS = "1", false, 0
-	_, err := New(t.Context(), c)
+	_, err := New(t.Context(), c, sink.Deps{})
 	want := []sink.Problem{
 		{Path: "acks", Message: `must be one of all (got "1")`},
-		{Path: "idempotent", Message: "must be true: the sink always uses the idempotent producer"},
 		{Path: "produce_timeout_ms", Message: "must be between 1000 and 600000 (got 0)"},
 	}
+	if diff := cmp.Diff(want, problems(t, err)); diff != "" {
+		t.Errorf("New problems (-want +got):\n%s", diff)
+	}
+	c.Acks, c.ProduceTimeoutMS = "all", 1000
+	_, err = New(t.Context(), c, sink.Deps{})
+	want = []sink.Problem{{Path: "idempotent", Message: "must be true: the sink always uses the idempotent producer"}}
 	if diff := cmp.Diff(want, problems(t, err)); diff != "" {
 		t.Errorf("New problems (-want +got):\n%s", diff)
 	}
@@ -189,5 +195,16 @@ func TestSchemaAndEffective(t *testing.T) {
 	eff := fields.Effective(&c)
 	if got := string(jsonx.Marshal(eff["sasl"], jsonx.UTF8)); got != `{"mechanism":"plain","password_env":"KAFKA_PW","password_file":null,"username":"u"}` {
 		t.Errorf("effective sasl = %s", got)
+	}
+}
+
+// TestBrokerNeverEchoesUserInfo: a broker written with user-info (the
+// password of a SASL user) is refused without repeating it.
+func TestBrokerNeverEchoesUserInfo(t *testing.T) {
+	for _, b := range []string{"user:pw-s3cret@k:9092", "pw-s3cret@k:9092", "sasl://user:pw-s3cret@k:9092"} {
+		_, err := Decode([]byte(`{"type":"kafka","brokers":["` + b + `"],"topic":"t"}`))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Decode(broker %q) = %v, want a problem that does not echo it", b, err)
+		}
 	}
 }

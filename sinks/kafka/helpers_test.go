@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // fixedNow is the stored_at of every test sink.
@@ -41,10 +42,19 @@ func testConfig(c *kfake.Cluster, topic string) Config {
 }
 
 // open starts a sink for c with a fixed clock and stops it when the test
-// ends.
+// ends. Its deps give it tracing (spans only in a traced write context).
 func open(t testing.TB, c Config) *Sink {
 	t.Helper()
-	s, err := New(context.Background(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps (a tracer is added when deps has none).
+func openWith(t testing.TB, c Config, deps sink.Deps) *Sink {
+	t.Helper()
+	if deps.Tracer == nil {
+		deps.Tracer = tracing.ForSinks()
+	}
+	s, err := New(context.Background(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

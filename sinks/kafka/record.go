@@ -61,7 +61,7 @@ func (c *Config) Record(e *sink.Envelope, storedAt time.Time) (*kgo.Record, erro
 			r.Value = []byte{}
 		}
 	default:
-		p, err := record.NormalisePayload(e, c.PayloadMode)
+		p, err := record.NormalisePayload(e, record.PayloadMode(c.PayloadMode))
 		if err != nil {
 			return nil, err
 		}

@@ -15,12 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
-	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 var (
@@ -44,24 +40,25 @@ type Sink struct {
 	isoMu sync.Mutex
 	iso   *kgo.Client
 
-	produceSeconds *telemetry.Histogram
-	records        *telemetry.Counter
+	produceSeconds sink.Histogram
+	records        sink.Counter
+	tracer         sink.Tracer
 	now            func() time.Time
 
 	stopOnce sync.Once
 }
 
-// New checks c (a Config built by hand is checked like a decoded one),
-// reads the SASL password and the TLS files, and creates the producer. It
-// makes no request: an unreachable cluster shows in the healthcheck and as
-// temporary write failures, not as a failed start. Invalid values are a
-// *sink.ConfigError; an unset password variable or an unreadable file is an
-// error wrapping sink.ErrConfig.
-func New(_ context.Context, c Config) (*Sink, error) {
-	if probs := c.problems(); len(probs) > 0 {
-		return nil, &sink.ConfigError{Problems: probs}
+// New validates c (Config.Validate), reads the SASL password (through
+// deps) and the TLS files, and creates the producer. It makes no request:
+// an unreachable cluster shows in the healthcheck and as temporary write
+// failures, not as a failed start. Invalid values, an unset password
+// variable and an unreadable or unusable file are a *sink.ConfigError
+// naming the key.
+func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	opts, err := c.clientOptions()
+	opts, err := c.clientOptions(deps)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +74,14 @@ func New(_ context.Context, c Config) (*Sink, error) {
 		client:  client,
 		timeout: time.Duration(c.ProduceTimeoutMS) * time.Millisecond,
 		conns:   conns,
+		tracer:  deps.Tracing(),
 		now:     time.Now,
 	}
-	// A second sink on the same Metrics (test-sink, then run) finds the
-	// names taken; its metrics are then no-ops rather than a failed start.
-	s.produceSeconds, _ = c.Metrics.NewHistogram("kafka_produce_seconds", "Time from handing a record to the producer to the broker's acknowledgement.", nil)
-	s.records, _ = c.Metrics.NewCounter("kafka_records_total", "Records the Kafka brokers acknowledged.")
+	// A second sink on the same Metrics (test-sink, then run) gets the
+	// collectors already registered under these names.
+	m := deps.Meter()
+	s.produceSeconds, _ = m.Histogram("kafka_produce_seconds", "Time from handing a record to the producer to the broker's acknowledgement.", nil)
+	s.records, _ = m.Counter("kafka_records_total", "Records the Kafka brokers acknowledged.")
 	return s, nil
 }
 
@@ -127,7 +126,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	defer cancel() // fails the records still buffered after a timeout
 
 	recs := make([]*kgo.Record, len(batch))
-	spans := make([]tracing.Span, len(batch))
+	spans := make([]sink.Span, len(batch))
 	// Buffered for every record: a promise never blocks, not even one
 	// that reports after WriteBatch has returned.
 	done := make(chan produced, len(batch))
@@ -165,10 +164,10 @@ collect:
 			resolved[d.i] = true
 			if d.err == nil {
 				s.produceSeconds.Observe(time.Since(d.start).Seconds())
-				s.records.Inc()
+				s.records.Add(1)
 				results[d.i] = sink.Ok
-				spans[d.i].SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(d.partition))),
-					attribute.Int64("messaging.kafka.offset", d.offset))
+				spans[d.i].SetAttributes(sink.Attr{Key: "messaging.destination.partition.id", Value: strconv.Itoa(int(d.partition))},
+					sink.Attr{Key: "messaging.kafka.offset", Value: d.offset})
 				endSpan(spans[d.i], sink.Ok)
 				continue
 			}
@@ -215,21 +214,21 @@ collect:
 
 // traceRecord starts r's produce span under e's message span and puts the
 // span's context into r's trace headers. Without tracing (no message span
-// in ctx) r keeps the message's own trace headers and the span is the
-// zero Span. A record the new headers push over max_record_bytes (the
+// in ctx) r keeps the message's own trace headers and the span does
+// nothing. A record the new headers push over max_record_bytes (the
 // message's traceparent was shorter, or missing) is refused like any
 // oversized record.
-func (s *Sink) traceRecord(ctx context.Context, e *sink.Envelope, r *kgo.Record) (tracing.Span, error) {
-	pctx, span := tracing.StartClient(ctx, e, "send "+r.Topic, trace.SpanKindProducer,
-		attribute.String("messaging.system", "kafka"),
-		attribute.String("messaging.operation.type", "send"),
-		attribute.String("messaging.operation.name", "send"),
-		attribute.String("messaging.destination.name", r.Topic),
+func (s *Sink) traceRecord(ctx context.Context, e *sink.Envelope, r *kgo.Record) (sink.Span, error) {
+	pctx, span := s.tracer.StartClient(ctx, e, "send "+r.Topic, true,
+		sink.Attr{Key: "messaging.system", Value: "kafka"},
+		sink.Attr{Key: "messaging.operation.type", Value: "send"},
+		sink.Attr{Key: "messaging.operation.name", Value: "send"},
+		sink.Attr{Key: "messaging.destination.name", Value: r.Topic},
 	)
-	if !span.SpanContext().IsValid() {
+	if pctx == ctx {
 		return span, nil
 	}
-	setTraceHeaders(r, tracing.Headers(pctx, e))
+	setTraceHeaders(r, s.tracer.TraceHeaders(pctx, e))
 	if n := framedSize(r); n > s.cfg.MaxRecordBytes {
 		return span, sink.AsPermanentType(sink.SerializationError,
 			fmt.Errorf("kafka record of %d bytes exceeds max_record_bytes (%d)", n, s.cfg.MaxRecordBytes))
@@ -237,8 +236,12 @@ func (s *Sink) traceRecord(ctx context.Context, e *sink.Envelope, r *kgo.Record)
 	return span, nil
 }
 
-// endSpan ends a produce span with its record's result.
-func endSpan(span tracing.Span, r sink.Result) {
+// endSpan ends a produce span with its record's result; nil (no span was
+// started: the record could not be built) does nothing.
+func endSpan(span sink.Span, r sink.Result) {
+	if span == nil {
+		return
+	}
 	if !r.Outcome.Acked() {
 		errType := r.ErrorType
 		if errType == "" {
@@ -354,10 +357,10 @@ func (s *Sink) isolate(ctx context.Context, e *sink.Envelope, r *kgo.Record) sin
 		switch {
 		case err == nil:
 			s.produceSeconds.Observe(time.Since(start).Seconds())
-			s.records.Inc()
+			s.records.Add(1)
 			if rec, _ := results.First(); rec != nil {
-				span.SetAttributes(attribute.String("messaging.destination.partition.id", strconv.Itoa(int(rec.Partition))),
-					attribute.Int64("messaging.kafka.offset", rec.Offset))
+				span.SetAttributes(sink.Attr{Key: "messaging.destination.partition.id", Value: strconv.Itoa(int(rec.Partition))},
+					sink.Attr{Key: "messaging.kafka.offset", Value: rec.Offset})
 			}
 			return sink.Ok
 		case batchRejection(err):

@@ -507,8 +507,8 @@ func TestSASL(t *testing.T) {
 	} {
 		c := testConfig(kc, "events")
 		c.SASL = SASL{Mechanism: tt.mech, Username: ptr(tt.user), PasswordEnv: ptr("KAFKA_PW")}
-		c.Env = func(name string) (string, bool) { return tt.pw, name == "KAFKA_PW" }
-		s := open(t, c)
+		pw := tt.pw
+		s := openWith(t, c, sink.Deps{Env: func(name string) (string, bool) { return pw, name == "KAFKA_PW" }})
 		if got := outcomes(s.WriteBatch(t.Context(), batch("a.b", tt.mech, 1, 2))); !slices.Equal(got, repeat(sink.Committed, 2)) {
 			t.Errorf("%s: WriteBatch = %v", tt.mech, got)
 		}
@@ -549,8 +549,8 @@ func TestSASL(t *testing.T) {
 	}
 
 	c.SASL = SASL{Mechanism: "plain", Username: ptr("plainuser"), PasswordEnv: ptr("UNSET_PW")}
-	c.Env = func(string) (string, bool) { return "", false }
-	if _, err := New(t.Context(), c); !errors.Is(err, sink.ErrConfig) || !strings.Contains(err.Error(), "sasl.password_env: environment variable UNSET_PW is not set") {
+	unset := sink.Deps{Env: func(string) (string, bool) { return "", false }}
+	if _, err := New(t.Context(), c, unset); !errors.Is(err, sink.ErrConfig) || err.Error() != "sasl.password_env: environment variable UNSET_PW is not set" {
 		t.Errorf("New with an unset password variable = %v, want a configuration error", err)
 	}
 }
@@ -577,7 +577,7 @@ func TestTLS(t *testing.T) {
 	}
 
 	c.TLS = TLS{Enabled: true, CAFile: ptr(filepath.Join(t.TempDir(), "absent.pem"))}
-	if _, err := New(t.Context(), c); err == nil || !strings.Contains(err.Error(), "tls.ca_file") {
+	if _, err := New(t.Context(), c, sink.Deps{}); err == nil || !strings.Contains(err.Error(), "tls.ca_file") {
 		t.Errorf("New with a missing CA file = %v, want a configuration error naming tls.ca_file", err)
 	}
 }
@@ -612,15 +612,14 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testConfig(kc, "events").WithMetrics(m).(Config)
-	s := open(t, c)
+	s := openWith(t, testConfig(kc, "events"), sink.Deps{Metrics: m.ForSinks()})
 	b := batch("a.b", "S", 1, 7)
 	b = append(b, env("a.b", "", 0, map[string][]string{"Nats-Msg-Size": {"1"}}, "")) // no key: not produced
 	s.WriteBatch(t.Context(), b)
-	if got := s.records.Value(); got != 7 {
+	if got := s.records.(*telemetry.Counter).Value(); got != 7 {
 		t.Errorf("kafka_records_total = %d, want 7", got)
 	}
-	if got := s.produceSeconds.Summary().Count; got != 7 {
+	if got := s.produceSeconds.(*telemetry.Histogram).Summary().Count; got != 7 {
 		t.Errorf("kafka_produce_seconds count = %v, want 7", got)
 	}
 }
@@ -628,7 +627,7 @@ func TestMetrics(t *testing.T) {
 // TestStopIsIdempotent: Stop may be called again, and after a write.
 func TestStopIsIdempotent(t *testing.T) {
 	kc := cluster(t, []string{"events"})
-	s, err := New(t.Context(), testConfig(kc, "events"))
+	s, err := New(t.Context(), testConfig(kc, "events"), sink.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // Config is the mysql sink's configuration (sinks.md §4 and the shared keys
@@ -34,9 +34,9 @@ type Config struct {
 	// password; exactly one must be set. The file source is the
 	// configuration-wide [ext] rule of config.md §3 (every *_env secret can
 	// come from a *_file instead).
-	Password     *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
-	PasswordEnv  *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
-	PasswordFile *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	Password     *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv  *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
 	// ConnectionTimeout is the dial and handshake timeout in seconds,
 	// rounded up to whole seconds (at least 1) as upstream's driver did.
 	ConnectionTimeout float64 `json:"connection_timeout" xmin:"0" doc:"Connection timeout in seconds (> 0, rounded up to whole seconds)."`
@@ -51,15 +51,7 @@ type Config struct {
 	PoolName            *string   `json:"pool_name" pattern:"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$" doc:"Sent as the connection attribute program_name."`
 	PoolSize            int       `json:"pool_size" min:"1" max:"32" doc:"Maximum open connections."`
 	AutoCreate          bool      `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
-	sqlmodel.Shared[sqlmodel.UpsertRoute]
-
-	// Metrics, when set (by the CLI), receives the mysql_* metrics of
-	// sinks.md §4. Nil means no sink metrics.
-	Metrics *telemetry.Metrics `json:"-"`
-
-	// lookupEnv resolves password_env; nil means os.LookupEnv (tests
-	// inject their own so they can run in parallel).
-	lookupEnv func(string) (string, bool)
+	sqlconfig.Shared[sqlconfig.UpsertRoute]
 }
 
 var _ fields.Validator = (*Config)(nil)
@@ -74,7 +66,7 @@ func Default() Config {
 		SSLVerifyIdentity: true,
 		Mode:              string(sqlmodel.Upsert),
 		PoolSize:          4,
-		Shared:            sqlmodel.DefaultShared[sqlmodel.UpsertRoute](sqlmodel.MySQL),
+		Shared:            sqlmodel.DefaultShared[sqlconfig.UpsertRoute](sqlmodel.MySQL),
 	}
 }
 
@@ -94,16 +86,16 @@ func (c *Config) options() sqlmodel.Options {
 	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns, AutoCreate: c.AutoCreate}
 }
 
-// Validate checks the rules the struct tags cannot express: the password
-// sources, the TLS file pairs, and the shared relational rules.
-// fields.DecodeSink calls it after decoding.
-func (c *Config) Validate(p *fields.Problems) {
-	c.validateOwn(p)
-	c.Shared.Validate(sqlmodel.MySQL, c.options(), p)
-}
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express: the password sources, the TLS file pairs, and
+// the shared relational rules of sinks.md §2 with MySQL's identifiers.
+// Problems have paths relative to the sink object and come back as one
+// *sink.ConfigError, or nil. Decode calls it on the decoded object, New
+// before anything else, so a Config built in Go is checked like a loaded
+// one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
-// validateOwn checks the connection keys' cross-field rules.
-func (c *Config) validateOwn(p *fields.Problems) {
+func (c *Config) rules(p *fields.Problems) {
 	switch n := countSet(c.Password != nil, c.PasswordEnv != nil, c.PasswordFile != nil); {
 	case n == 0:
 		p.Add("user", "requires one of password, password_env, password_file")
@@ -120,6 +112,7 @@ func (c *Config) validateOwn(p *fields.Problems) {
 	if c.SSLDisabled && (c.SSLCA != nil || c.SSLCert != nil || c.SSLKey != nil) {
 		p.Add("ssl_disabled", "must not be true when ssl_ca, ssl_cert or ssl_key is set")
 	}
+	sqlmodel.Check(&c.Shared, sqlmodel.MySQL, c.options(), p)
 }
 
 func countSet(bs ...bool) int {
@@ -132,43 +125,12 @@ func countSet(bs ...bool) int {
 	return n
 }
 
-// check validates the values a library user may have set by hand (Decode
-// has already done this for configuration files) and compiles the model.
-func check(c Config) (*sqlmodel.Model, error) {
-	var p fields.Problems
-	nonblank := func(path, v string) {
-		switch {
-		case strings.TrimSpace(v) == "":
-			p.Add(path, "must not be empty")
-		case fields.HasControl(v):
-			p.Add(path, "must not contain control characters")
-		}
-	}
-	nonblank("host", c.Host)
-	if c.Port < 1 || c.Port > 65535 {
-		p.Addf("port", "must be between 1 and 65535 (got %d)", c.Port)
-	}
-	nonblank("database", c.Database)
-	nonblank("user", c.User)
-	if !(c.ConnectionTimeout > 0) {
-		p.Addf("connection_timeout", "must be greater than 0 (got %v)", c.ConnectionTimeout)
-	}
-	if c.PoolSize < 1 || c.PoolSize > 32 {
-		p.Addf("pool_size", "must be between 1 and 32 (got %d)", c.PoolSize)
-	}
-	c.validateOwn(&p)
-	c.Shared.Validate(sqlmodel.MySQL, c.options(), &p)
-	if p.Len() > 0 {
-		return nil, &sink.ConfigError{Problems: p.List()}
-	}
-	return c.Shared.Compile(sqlmodel.MySQL, c.options())
-}
-
-// password resolves the configured password source. Environment variables
-// and files are read here, when the sink starts, never during validation.
-// Errors are *sink.ConfigError (exit 2 in the CLI) and never carry the value.
-func (c *Config) password() (string, error) {
-	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, c.lookupEnv)
+// password resolves the configured password source through lookupEnv (nil:
+// the process environment). Environment variables and files are read here,
+// when the sink starts, never during validation. Errors are
+// *sink.ConfigError (exit 2 in the CLI) and never carry the value.
+func (c *Config) password(lookupEnv func(string) (string, bool)) (string, error) {
+	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, lookupEnv)
 	switch {
 	case err != nil:
 		return "", err
@@ -187,24 +149,10 @@ func problem(path, msg string) error {
 }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// WithEnv returns c reading its *_env keys through env (nil: the process
-// environment); pipeline.OpenSink passes the environment it was given.
-func (c Config) WithEnv(env config.Env) sink.Opener {
-	c.lookupEnv = env
-	return c
-}
-
-// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
-// for every sink that has metrics of its own.
-func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
-	c.Metrics = m
-	return c
 }

@@ -19,8 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -111,7 +111,7 @@ func TestPassword(t *testing.T) {
 	blankFile := filepath.Join(dir, "blank")
 	os.WriteFile(blankFile, []byte("  \n"), 0o600)
 	str := func(s string) *string { return &s }
-	secret := config.Secret("direct")
+	secret := secret.Value("direct")
 	env := map[string]string{"DB_PW": "from-env", "BLANK": " ", "CTRL": "a\x00b"}
 	for _, tt := range []struct {
 		name    string
@@ -129,9 +129,8 @@ func TestPassword(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
-			c.lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 			tt.set(&c)
-			got, err := c.password()
+			got, err := c.password(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 			var probs []string
 			if tt.problem != "" {
 				probs = []string{tt.problem}
@@ -148,8 +147,16 @@ func TestPassword(t *testing.T) {
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
 	c := Default() // database, user and password missing
-	_, err := New(t.Context(), c)
-	want := []string{"database: must not be empty", "user: must not be empty", "user: requires one of password, password_env, password_file"}
+	_, err := New(t.Context(), c, sink.Deps{})
+	// As for a loaded configuration, the key rules come first; the rules
+	// between keys (a password source) once those pass.
+	want := []string{"database: must not be empty", "user: must not be empty"}
+	if diff := cmp.Diff(want, problems(t, err)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	c.Database, c.User = "db", "u"
+	_, err = New(t.Context(), c, sink.Deps{})
+	want = []string{"user: requires one of password, password_env, password_file"}
 	if diff := cmp.Diff(want, problems(t, err)); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}

@@ -76,7 +76,7 @@ func (s *Sink) classify(err error) error {
 		return err
 	}
 	if me.Number == errDupEntry {
-		s.m.Conflicts.Inc()
+		s.m.Conflicts.Add(1)
 	}
 	switch classifyCode(s.model.Mode, me.Number) {
 	case classPermanent:

@@ -13,9 +13,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -105,7 +105,7 @@ func (srv *server) table(t testing.TB) string {
 func (srv *server) config(table string) Config {
 	c := Default()
 	c.Host, c.Port, c.Database, c.User = srv.host, srv.port, srv.database, srv.user
-	pw := config.Secret(srv.password)
+	pw := secret.Value(srv.password)
 	c.Password = &pw
 	c.Table = table
 	c.AutoCreate = true
@@ -114,7 +114,13 @@ func (srv *server) config(table string) Config {
 
 func open(t testing.TB, c Config) *Sink {
 	t.Helper()
-	s, err := New(context.Background(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps.
+func openWith(t testing.TB, c Config, deps sink.Deps) *Sink {
+	t.Helper()
+	s, err := New(context.Background(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -42,18 +42,22 @@ type Sink struct {
 	stopOnce sync.Once
 }
 
-// New resolves the password, prepares the connection pool and, with
+// New validates c, resolves the password, prepares the connection pool and, with
 // auto_create, creates the tables (the only start-up step that needs the
 // server: without it, an unreachable server or a missing table is reported
 // by WriteBatch and Healthcheck, so that the runner can retry instead of
-// the process failing to start). Build c from Default(): invalid values are
-// reported as a *sink.ConfigError.
-func New(ctx context.Context, c Config) (*Sink, error) {
-	model, err := check(c)
+// the process failing to start). Build c from Default(): invalid values
+// (Config.Validate, run first) and an unresolvable password are reported
+// as a *sink.ConfigError.
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	model, err := sqlmodel.Compile(&c.Shared, sqlmodel.MySQL, c.options())
 	if err != nil {
 		return nil, err
 	}
-	pw, err := c.password()
+	pw, err := c.password(deps.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +80,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.stmts[t] = newStatement(model, t)
 	}
-	s.m = sqlmodel.NewDBMetrics(c.Metrics, sqlmodel.MySQL, "one multi-row INSERT statement", "1062")
+	s.m = sqlmodel.NewDBMetrics(deps.Meter(), sqlmodel.MySQL, "one multi-row INSERT statement", "1062")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,

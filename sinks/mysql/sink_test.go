@@ -10,14 +10,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -118,16 +119,15 @@ func TestMetricsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := srv.config(srv.table(t))
-	c.Metrics = tm
-	first := open(t, c)
-	second := open(t, c)
+	first := openWith(t, c, sink.Deps{Metrics: tm.ForSinks()})
+	second := openWith(t, c, sink.Deps{Metrics: tm.ForSinks()})
 	if rs := second.WriteBatch(t.Context(), []*sink.Envelope{env("orders.a", "ORDERS", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("second sink WriteBatch = %+v", rs[0])
 	}
 	if rs := first.WriteBatch(t.Context(), []*sink.Envelope{env("orders.a", "ORDERS", 2, "", `{}`)}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("first sink WriteBatch = %+v", rs[0])
 	}
-	if got := first.m.Commit.Summary().Count; got < 1 {
+	if got := first.m.Commit.(*telemetry.Histogram).Summary().Count; got < 1 {
 		t.Errorf("mysql_commit_seconds count = %v, want the first sink's commit counted", got)
 	}
 }
@@ -173,8 +173,7 @@ func TestModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.Metrics = tm
-			s := open(t, c)
+			s := openWith(t, c, sink.Deps{Metrics: tm.ForSinks()})
 			first := time.Date(2026, 5, 29, 10, 0, 1, 0, time.UTC)
 			second := first.Add(time.Hour)
 			b := []*sink.Envelope{env("orders.a", "ORDERS", 1, "id-1", `{"n":1}`), env("orders.a", "ORDERS", 2, "id-2", `{"n":2}`)}
@@ -218,12 +217,12 @@ func TestModes(t *testing.T) {
 				}
 			}
 			m := &s.m
-			got := fmt.Sprintf("%d %d %d %d %d", m.Duplicates.Value(), m.Ignored.Value(), m.Noop.Value(), m.Rows.Value(), m.Unknown.Value())
+			got := fmt.Sprintf("%d %d %d %d %d", m.Duplicates.(*telemetry.Counter).Value(), m.Ignored.(*telemetry.Counter).Value(), m.Noop.(*telemetry.Counter).Value(), m.Rows.(*telemetry.Counter).Value(), m.Unknown.(*telemetry.Counter).Value())
 			if got != tt.counters {
 				t.Errorf("duplicates, ignored, noop, upsert rows, unknown = %s, want %s", got, tt.counters)
 			}
-			if tt.second == sink.Permanent && m.Conflicts.Value() != 1 {
-				t.Errorf("conflicts = %d, want 1", m.Conflicts.Value())
+			if tt.second == sink.Permanent && m.Conflicts.(*telemetry.Counter).Value() != 1 {
+				t.Errorf("conflicts = %d, want 1", m.Conflicts.(*telemetry.Counter).Value())
 			}
 		})
 	}
@@ -316,7 +315,7 @@ func TestAuthenticationIsDestination(t *testing.T) {
 			c := srv.config(srv.table(t))
 			c.AutoCreate = false
 			c.User = tt.user
-			pw := config.Secret(tt.password)
+			pw := secret.Value(tt.password)
 			c.Password = &pw
 			s := open(t, c)
 			r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", `{}`)})[0]
@@ -331,7 +330,7 @@ func TestAuthenticationIsDestination(t *testing.T) {
 			}
 			// With auto_create, New needs the server and reports it too.
 			c.AutoCreate = true
-			if _, err := New(t.Context(), c); sink.Failed(err).Outcome != sink.Destination {
+			if _, err := New(t.Context(), c, sink.Deps{}); sink.Failed(err).Outcome != sink.Destination {
 				t.Errorf("New with auto_create = %v, want a destination error", err)
 			}
 		})
@@ -343,7 +342,7 @@ func TestUnreachableIsTemporary(t *testing.T) {
 	c := Default()
 	c.Port = freePort(t)
 	c.Database, c.User = "db", "u"
-	pw := config.Secret("pw")
+	pw := secret.Value("pw")
 	c.Password = &pw
 	c.ConnectionTimeout = 1
 	s := open(t, c)
@@ -365,7 +364,7 @@ func TestCancelMidTransaction(t *testing.T) {
 	srv := testServer(t)
 	a, b := srv.table(t), srv.table(t)
 	c := srv.config(a)
-	c.TableRoutes = []sqlmodel.UpsertRoute{{Subject: "b.>", Table: b}}
+	c.TableRoutes = []sqlconfig.UpsertRoute{{Subject: "b.>", Table: b}}
 	c.Mode = "insert"
 	s := open(t, c)
 
@@ -461,7 +460,7 @@ func TestRoutes(t *testing.T) {
 	a, b := srv.table(t), srv.table(t)
 	c := srv.config(a)
 	c.Mode = "insert_ignore"
-	c.TableRoutes = []sqlmodel.UpsertRoute{{Subject: "audit.>", Table: b, Idempotency: &sqlmodel.Idempotency{Strategy: "message_id", Columns: sqlmodel.DefaultKeyColumns()}}}
+	c.TableRoutes = []sqlconfig.UpsertRoute{{Subject: "audit.>", Table: b, Idempotency: &sqlconfig.Idempotency{Strategy: "message_id", Columns: sqlconfig.DefaultKeyColumns()}}}
 	s := open(t, c)
 	batch := []*sink.Envelope{
 		env("orders.1", "S", 1, "", `{}`),

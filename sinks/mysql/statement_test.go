@@ -29,7 +29,7 @@ func model(t *testing.T, js string) *sqlmodel.Model {
 		t.Fatalf("Decode: %v", err)
 	}
 	c := o.(Config)
-	m, err := c.Shared.Compile(sqlmodel.MySQL, c.options())
+	m, err := sqlmodel.Compile(&c.Shared, sqlmodel.MySQL, c.options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,14 +259,14 @@ func TestClassify(t *testing.T) {
 		{1290, sqlmodel.Upsert, sink.Temporary},
 	} {
 		t.Run(fmt.Sprintf("%d %s", tt.code, tt.mode), func(t *testing.T) {
-			s := &Sink{model: &sqlmodel.Model{Mode: tt.mode}}
+			s := &Sink{model: &sqlmodel.Model{Mode: tt.mode}, m: sqlmodel.NewDBMetrics(nil, sqlmodel.MySQL, "", "")}
 			err := fmt.Errorf("mysql write to T: %w", &mysql.MySQLError{Number: tt.code, Message: "x"})
 			if got := sink.Failed(s.classify(err)).Outcome; got != tt.want {
 				t.Errorf("classify(%d) in %s = %v, want %v", tt.code, tt.mode, got, tt.want)
 			}
 		})
 	}
-	s := &Sink{model: &sqlmodel.Model{Mode: sqlmodel.Upsert}}
+	s := &Sink{model: &sqlmodel.Model{Mode: sqlmodel.Upsert}, m: sqlmodel.NewDBMetrics(nil, sqlmodel.MySQL, "", "")}
 	for _, tt := range []struct {
 		name string
 		err  error

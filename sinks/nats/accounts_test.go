@@ -174,7 +174,7 @@ accounts {
 		// the target is then stored by DECOY, which expected_stream refuses.
 		src, _ := natstest.Connect(t, srv, nats.UserInfo("src", "srcpw"))
 		_, err := openJSONErr(t, `{"type": "nats", "subject_prefix": "audit", "expected_stream": "AUDIT"}`,
-			func(c *natssink.Config) { c.Source = src })
+			func(d *sink.Deps) { d.Source.Conn = func() (any, error) { return src, nil } })
 		if !errors.Is(err, sink.ErrConfig) || !strings.Contains(err.Error(), "stored by stream DECOY") {
 			t.Errorf("Open with the source connection = %v, want a configuration error naming DECOY", err)
 		}
@@ -236,7 +236,7 @@ leafnodes {
 	// and its JetStream context, here the nats section's domain "hub".
 	edge, _ := natstest.Connect(t, leaf, nats.UserInfo("edge", "edgepw"))
 	reuse := openJSON(t, `{"type": "nats", "subject": "central.reused", "expected_stream": "CENTRAL"}`,
-		func(c *natssink.Config) { c.Source, c.SourceDomain = edge, ptr("hub") })
+		func(d *sink.Deps) { d.Source.Conn, d.Source.Domain = func() (any, error) { return edge, nil }, "hub" })
 	// Its own stream sequences: Nats-Msg-Id must not collide with b's.
 	if rs := reuse.WriteBatch(t.Context(), envelopes("edge.other", "OTHER", 1, 1)); rs[0].Outcome != sink.Committed {
 		t.Errorf("write over the reused source connection = %v (%v), want committed", rs[0].Outcome, rs[0].Err)
@@ -361,9 +361,9 @@ func registry() *sink.Registry {
 }
 
 // openJSON decodes and opens a sink object as the CLI does, and stops the
-// sink when the test ends. edit, when not nil, sets what the CLI takes from
-// other sections (the source connection, its domain).
-func openJSON(t *testing.T, raw string, edit func(*natssink.Config)) sink.Sink {
+// sink when the test ends. edit, when not nil, sets what the pipeline hands
+// the sink from other sections (the source connection, its domain).
+func openJSON(t *testing.T, raw string, edit func(*sink.Deps)) sink.Sink {
 	t.Helper()
 	s, err := openJSONErr(t, raw, edit)
 	if err != nil {
@@ -372,17 +372,17 @@ func openJSON(t *testing.T, raw string, edit func(*natssink.Config)) sink.Sink {
 	return s
 }
 
-func openJSONErr(t *testing.T, raw string, edit func(*natssink.Config)) (sink.Sink, error) {
+func openJSONErr(t *testing.T, raw string, edit func(*sink.Deps)) (sink.Sink, error) {
 	t.Helper()
 	op, err := natssink.Decode(json.RawMessage(raw))
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	c := op.(natssink.Config)
+	var deps sink.Deps
 	if edit != nil {
-		edit(&c)
+		edit(&deps)
 	}
-	s, err := c.Open(t.Context())
+	s, err := op.Open(t.Context(), deps)
 	if err != nil {
 		return nil, err
 	}

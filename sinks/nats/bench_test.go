@@ -21,9 +21,9 @@ func BenchmarkWriteBatch(b *testing.B) {
 			s := natstest.RunJetStream(b)
 			nc, js := natstest.Connect(b, s)
 			natstest.CreateStream(b, js, jetstream.StreamConfig{Name: "COPY", Subjects: []string{"copy.>"}})
-			c := prefixed(nc, "copy")
+			c := prefixed("copy")
 			c.BodyFormat = format
-			sk, err := New(b.Context(), c)
+			sk, err := New(b.Context(), c, deps(nc))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,10 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/natsconfig"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -21,8 +20,7 @@ func TestDecode(t *testing.T) {
 		f(&c)
 		return c
 	}
-	var conn Connection
-	conn.SetDefaults()
+	conn := natsconfig.Default()
 	conn.URL = "nats://other:4222"
 	for _, tt := range []struct {
 		name string
@@ -46,7 +44,7 @@ func TestDecode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
-			if diff := cmp.Diff(tt.want, o, cmpopts.IgnoreFields(Config{}, "Env")); diff != "" {
+			if diff := cmp.Diff(tt.want, o); diff != "" {
 				t.Errorf("Decode(%s) mismatch (-want +got):\n%s", tt.raw, diff)
 			}
 		})
@@ -105,7 +103,7 @@ func TestDecodeProblems(t *testing.T) {
 				{Path: "connection.password", Message: "set only one of password, password_env, password_file"},
 			}},
 		{"connection: password without user", `{"type":"nats","subject":"a","connection":{"password_env":"P"}}`,
-			[]sink.Problem{{Path: "connection.user", Message: "required when a password is set"}}},
+			[]sink.Problem{{Path: "connection.password_env", Message: "requires user"}}},
 		{"connection: user without password", `{"type":"nats","subject":"a","connection":{"user":"u"}}`,
 			[]sink.Problem{{Path: "connection.user", Message: "requires one of password, password_env, password_file"}}},
 		{"connection: tls, websocket, domain", `{"type":"nats","subject":"a","connection":{"tls_key_file":"k",
@@ -175,8 +173,8 @@ func TestCheckLoop(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
-			c.Subject, c.SubjectPrefix, c.SourceFilters = tt.subject, tt.prefix, tt.filters
-			err := c.checkLoop()
+			c.Subject, c.SubjectPrefix = tt.subject, tt.prefix
+			err := c.checkLoop(tt.filters)
 			if got := err != nil; got != tt.wantLoop {
 				t.Fatalf("checkLoop() = %v, want loop %v", err, tt.wantLoop)
 			}
@@ -190,31 +188,41 @@ func TestCheckLoop(t *testing.T) {
 func TestNewConfigErrors(t *testing.T) {
 	_, nc, _ := serverWithStream(t, "COPY", "copy.>")
 	missing := func(string) (string, bool) { return "", false }
+	withFilters := func(filters ...string) sink.Deps {
+		d := deps(nc)
+		d.Source.FilterSubjects = filters
+		return d
+	}
 	for _, tt := range []struct {
 		name string
 		cfg  func() Config
+		deps sink.Deps
+		want string // the problem, when a key is to blame
 	}{
-		{"no source connection", func() Config { c := literal(nil, "copy.a"); return c }},
-		{"loop", func() Config { c := literal(nc, "copy.a"); c.SourceFilters = []string{"copy.*"}; return c }},
-		{"no stream stores the subject", func() Config { return literal(nc, "elsewhere.a") }},
-		{"no stream stores prefix.healthcheck", func() Config { return prefixed(nc, "other") }},
+		{"no source connection", func() Config { return literal("copy.a") }, deps(nil),
+			"connection: null reuses the source connection, and there is none to reuse"},
+		{"loop", func() Config { return literal("copy.a") }, withFilters("copy.*"),
+			"subject: target subject copy.a would be consumed again by source filter copy.* (republish loop)"},
+		{"prefix loop", func() Config { return prefixed("copy") }, withFilters("copy.>"),
+			"subject_prefix: target subject copy.> would be consumed again by source filter copy.> (republish loop)"},
+		{"no stream stores the subject", func() Config { return literal("elsewhere.a") }, deps(nc), ""},
+		{"no stream stores prefix.healthcheck", func() Config { return prefixed("other") }, deps(nc), ""},
 		{"expected_stream names another stream", func() Config {
-			c := literal(nc, "copy.a")
+			c := literal("copy.a")
 			c.ExpectedStream = ptr("OTHER")
 			return c
-		}},
+		}, deps(nc), ""},
 		{"password variable not set", func() Config {
-			c := literal(nil, "copy.a")
-			c.Connection = &Connection{}
-			c.Connection.SetDefaults()
-			c.Connection.URL = nc.ConnectedUrl()
-			c.Connection.User, c.Connection.PasswordEnv = ptr("u"), ptr("NO_SUCH_PASSWORD")
-			c.Env = config.Env(missing)
+			c := literal("copy.a")
+			conn := natsconfig.Default()
+			conn.URL = nc.ConnectedUrl()
+			conn.User, conn.PasswordEnv = ptr("u"), ptr("NO_SUCH_PASSWORD")
+			c.Connection = &conn
 			return c
-		}},
+		}, sink.Deps{Env: missing}, "connection.password_env: environment variable NO_SUCH_PASSWORD is not set"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(t.Context(), tt.cfg())
+			s, err := New(t.Context(), tt.cfg(), tt.deps)
 			if err == nil {
 				s.Stop(t.Context())
 				t.Fatal("New succeeded, want a configuration error")
@@ -222,16 +230,30 @@ func TestNewConfigErrors(t *testing.T) {
 			if !errors.Is(err, sink.ErrConfig) {
 				t.Errorf("New = %v, want an error wrapping sink.ErrConfig", err)
 			}
+			if tt.want == "" {
+				return
+			}
+			if _, ok := errors.AsType[*sink.ConfigError](err); !ok || err.Error() != tt.want {
+				t.Errorf("New = %T %q, want a *sink.ConfigError %q", err, err, tt.want)
+			}
 		})
 	}
 
 	t.Run("invalid values", func(t *testing.T) {
-		c := literal(nc, "copy.*")
+		// Like a loaded configuration: the key rules fail, so the rules
+		// between keys (a non-literal subject) are not reported yet.
+		c := literal("copy.*")
 		c.PublishTimeoutMS = 0
-		_, err := New(t.Context(), c)
+		_, err := New(t.Context(), c, deps(nc))
 		ce, ok := errors.AsType[*sink.ConfigError](err)
-		if !ok || len(ce.Problems) != 2 {
-			t.Fatalf("New = %v, want a *sink.ConfigError with 2 problems", err)
+		if !ok || len(ce.Problems) != 1 || ce.Problems[0].Path != "publish_timeout_ms" {
+			t.Fatalf("New = %v, want a *sink.ConfigError for publish_timeout_ms", err)
+		}
+		c.PublishTimeoutMS = 100
+		_, err = New(t.Context(), c, deps(nc))
+		ce, ok = errors.AsType[*sink.ConfigError](err)
+		if !ok || len(ce.Problems) != 1 || ce.Problems[0].Path != "subject" {
+			t.Fatalf("New = %v, want a *sink.ConfigError for subject", err)
 		}
 	})
 }
@@ -250,11 +272,6 @@ func TestEffectiveAndSchema(t *testing.T) {
 	if conn["password"] != fields.Mask || conn["user"] != "u" {
 		t.Errorf("effective connection = %v, want the password masked and the user shown", conn)
 	}
-	for _, hidden := range []string{"Metrics", "Env", "Source", "SourceFilters", "source"} {
-		if _, ok := eff[hidden]; ok {
-			t.Errorf("effective configuration shows %s", hidden)
-		}
-	}
 	if len(eff) != 10 {
 		t.Errorf("effective configuration has %d keys, want the 10 of sinks.md §10 plus type", len(eff))
 	}
@@ -262,5 +279,17 @@ func TestEffectiveAndSchema(t *testing.T) {
 	props, _ := schema["properties"].(map[string]any)
 	if _, ok := props["max_concurrent_publishes"]; !ok {
 		t.Errorf("schema properties lack max_concurrent_publishes: %v", schema)
+	}
+}
+
+// TestSourceConnectionError: with connection null the sink asks the host
+// for its connection while it opens; the host's connect error comes back
+// as it is, not as a configuration problem.
+func TestSourceConnectionError(t *testing.T) {
+	boom := errors.New("connect to NATS: no servers available for connection")
+	d := sink.Deps{Source: sink.Source{Conn: func() (any, error) { return nil, boom }}}
+	_, err := New(t.Context(), literal("copy.a"), d)
+	if !errors.Is(err, boom) || errors.Is(err, sink.ErrConfig) {
+		t.Errorf("New = %v, want the host's connect error, not a configuration error", err)
 	}
 }

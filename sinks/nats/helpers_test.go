@@ -13,6 +13,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 // fixedNow is the stored_at of every test sink (data-shapes §7.2).
@@ -28,28 +29,39 @@ func serverWithStream(t *testing.T, name string, subjects ...string) (*server.Se
 	return s, nc, js
 }
 
-// literal returns the default configuration republishing to subject over
-// the source connection nc.
-func literal(nc *nats.Conn, subject string) Config {
+// literal returns the default configuration republishing to subject.
+func literal(subject string) Config {
 	c := Default()
 	c.Subject = &subject
-	c.Source = nc
 	return c
 }
 
 // prefixed returns the default configuration republishing under prefix.
-func prefixed(nc *nats.Conn, prefix string) Config {
+func prefixed(prefix string) Config {
 	c := Default()
 	c.SubjectPrefix = &prefix
-	c.Source = nc
 	return c
 }
 
-// open starts a sink for c with a fixed clock and stops it when the test
-// ends.
-func open(t *testing.T, c Config) *Sink {
+// deps is what the pipeline gives the sink: the source connection nc
+// (nil: none) and tracing.
+func deps(nc *nats.Conn) sink.Deps {
+	return sink.Deps{Source: sink.Source{Conn: source(nc)}, Tracer: tracing.ForSinks()}
+}
+
+// source returns nc as sink.Source's connection hook; nil means none.
+func source(nc *nats.Conn) func() (any, error) {
+	if nc == nil {
+		return nil
+	}
+	return func() (any, error) { return nc, nil }
+}
+
+// open starts a sink for c over the source connection nc with a fixed
+// clock and stops it when the test ends.
+func open(t *testing.T, nc *nats.Conn, c Config) *Sink {
 	t.Helper()
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, deps(nc))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -60,7 +60,7 @@ func (c *Config) Message(e *sink.Envelope, storedAt time.Time) (*nats.Msg, error
 	}
 	m := &nats.Msg{Subject: c.target(e), Header: c.headers(e, key)}
 	if c.BodyFormat == "envelope" {
-		p, err := record.NormalisePayload(e, c.PayloadMode)
+		p, err := record.NormalisePayload(e, record.PayloadMode(c.PayloadMode))
 		if err != nil {
 			return nil, err
 		}

@@ -132,7 +132,7 @@ func TestMessagePermanent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
 			c.Subject = ptr("copy")
-			c.BodyFormat, c.PayloadMode = tt.format, tt.mode
+			c.BodyFormat, c.PayloadMode = tt.format, string(tt.mode)
 			_, err := c.Message(tt.e, fixedNow)
 			r := sink.Failed(err)
 			if r.Outcome != sink.Permanent || r.ErrorType != tt.wantType || err.Error() != tt.wantError {

@@ -10,13 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nats-sinks/nats-sink/internal/subject"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
-	"github.com/nats-sinks/nats-sink/tracing"
 )
 
 var (
@@ -37,8 +33,9 @@ type Sink struct {
 	// slots bounds outstanding publishes across all WriteBatch calls.
 	slots chan struct{}
 
-	seconds *telemetry.Histogram
-	dups    *telemetry.Counter
+	seconds sink.Histogram
+	dups    sink.Counter
+	tracer  sink.Tracer
 	now     func() time.Time
 	// spanName names the PRODUCER span of each republish: "publish " and
 	// the subject, or prefix.> (a template keeps span names few).
@@ -51,27 +48,34 @@ type Sink struct {
 	stopOnce sync.Once
 }
 
-// New starts a nats sink: it checks c, applies the loop rule against the
-// source filters, connects (or reuses the source connection), and looks up
-// the stream that stores the target. Invalid values are a *sink.ConfigError;
-// a loop, a missing source connection, an unresolvable secret and a target
-// that no stream stores are errors wrapping sink.ErrConfig.
-func New(ctx context.Context, c Config) (*Sink, error) {
-	if probs := c.problems(); probs != nil {
-		return nil, &sink.ConfigError{Problems: probs}
+// New starts a nats sink: it validates c (Config.Validate), applies the
+// loop rule against the source's filters (deps.Source.FilterSubjects),
+// connects (or, with connection null, reuses the source connection,
+// deps.Source.Connection), and looks up the stream that stores the target. Invalid
+// values, a loop, a missing source connection and an unresolvable secret
+// are a *sink.ConfigError naming the key; a target that no stream stores is
+// an error wrapping sink.ErrConfig.
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	if err := c.checkLoop(); err != nil {
+	if err := c.checkLoop(deps.Source.FilterSubjects); err != nil {
 		return nil, err
 	}
 	s := &Sink{cfg: c, slots: make(chan struct{}, c.MaxConcurrentPublishes), now: time.Now,
-		spanName: "publish " + c.probeTarget()}
+		spanName: "publish " + c.probeTarget(), tracer: deps.Tracing()}
 	if c.Connection == nil {
-		if c.Source == nil {
-			return nil, fmt.Errorf("nats sink: connection is null and there is no source connection to reuse: %w", sink.ErrConfig)
+		conn, err := deps.Source.Connection()
+		if err != nil {
+			return nil, err // the host's connect error
 		}
-		s.nc = c.Source
+		nc, _ := conn.(*nats.Conn)
+		if nc == nil {
+			return nil, problem("connection", "null reuses the source connection, and there is none to reuse")
+		}
+		s.nc = nc
 	} else {
-		opts, err := c.Connection.options(c.Env)
+		opts, err := c.options(deps)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +87,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		s.nc, s.ownsNC = nc, true
 	}
 	var err error
-	s.js, err = c.jetStream(s.nc,
+	s.js, err = c.jetStream(s.nc, deps.Source,
 		// The sink's own bound (slots) keeps outstanding publishes at
 		// max_concurrent_publishes; twice that leaves room for publishes
 		// whose waiter gave up on a cancelled context but whose PubAck
@@ -98,31 +102,40 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		s.close()
 		return nil, err
 	}
-	// A second sink on the same Metrics (test-sink, then run) finds the
-	// names taken; its metrics are then no-ops rather than a failed start.
-	s.seconds, _ = c.Metrics.NewHistogram("nats_republish_seconds", "Time from a republish to its PubAck.", nil)
-	s.dups, _ = c.Metrics.NewCounter("nats_republish_duplicates_total", "Republished messages the target stream reported as duplicates.")
+	// A second sink on the same Metrics (test-sink, then run) gets the
+	// collectors already registered under these names.
+	m := deps.Meter()
+	s.seconds, _ = m.Histogram("nats_republish_seconds", "Time from a republish to its PubAck.", nil)
+	s.dups, _ = m.Counter("nats_republish_duplicates_total", "Republished messages the target stream reported as duplicates.")
 	return s, nil
+}
+
+func problem(path, msg string) error {
+	return &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: msg}}}
 }
 
 // checkLoop refuses a target that the source consumer's filters would
 // deliver again (sinks.md §10): every republished message would be read,
 // republished under a new stream sequence (so a new Nats-Msg-Id), and read
 // again, forever.
-func (c *Config) checkLoop() error {
-	for _, f := range c.SourceFilters {
+func (c *Config) checkLoop(filters []string) error {
+	for _, f := range filters {
 		var loops bool
 		if c.Subject != nil {
 			loops = subject.Match(f, *c.Subject)
 		} else {
 			// Targets are <prefix>.<S> for subjects S the filters deliver.
-			for _, g := range c.SourceFilters {
+			for _, g := range filters {
 				loops = loops || overlap(f, *c.SubjectPrefix+"."+g)
 			}
 		}
 		if loops {
-			return fmt.Errorf("nats sink: target subject %s would be consumed again by source filter %s (republish loop): %w",
-				c.probeTarget(), f, sink.ErrConfig)
+			key := "subject"
+			if c.Subject == nil {
+				key = "subject_prefix"
+			}
+			return problem(key, fmt.Sprintf("target subject %s would be consumed again by source filter %s (republish loop)",
+				c.probeTarget(), f))
 		}
 	}
 	return nil
@@ -182,7 +195,7 @@ type inflight struct {
 	target string
 	paf    jetstream.PubAckFuture
 	start  time.Time
-	span   tracing.Span
+	span   sink.Span
 }
 
 // WriteBatch republishes each envelope and returns one result per envelope
@@ -222,15 +235,16 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 			results[i] = sink.Failed(errorf(e, m.Subject, ctx.Err()))
 			continue
 		}
-		pctx, span := tracing.StartClient(ctx, e, s.spanName, trace.SpanKindProducer,
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.operation.name", "publish"),
-			attribute.String("messaging.destination.name", m.Subject),
+		pctx, span := s.tracer.StartClient(ctx, e, s.spanName, true,
+			sink.Attr{Key: "messaging.system", Value: "nats"},
+			sink.Attr{Key: "messaging.operation.type", Value: "send"},
+			sink.Attr{Key: "messaging.operation.name", Value: "publish"},
+			sink.Attr{Key: "messaging.destination.name", Value: m.Subject},
 		)
-		if span.SpanContext().IsValid() {
-			// Replaces the copy Message made of the original's headers.
-			tracing.Inject(pctx, e, m.Header)
+		if pctx != ctx {
+			// A span started: its context replaces the copy Message made
+			// of the original's trace headers.
+			setTraceHeaders(m.Header, s.tracer.TraceHeaders(pctx, e))
 		}
 		start := time.Now()
 		paf, err := s.js.PublishMsgAsync(m)
@@ -250,11 +264,25 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	return results
 }
 
+// setTraceHeaders replaces every traceparent, tracestate and baggage header
+// of h, in any case, with th, so a stale or differently-cased copy never
+// travels next to the new one.
+func setTraceHeaders(h nats.Header, th map[string]string) {
+	for k := range h {
+		if isTraceHeader(k) {
+			delete(h, k)
+		}
+	}
+	for k, v := range th {
+		h[k] = []string{v}
+	}
+}
+
 // endSpan ends a republish span with its message's result.
-func endSpan(span tracing.Span, r sink.Result) {
+func endSpan(span sink.Span, r sink.Result) {
 	switch {
 	case r.Outcome == sink.Duplicate:
-		span.SetAttributes(attribute.Bool("nats_sink.duplicate", true))
+		span.SetAttributes(sink.Attr{Key: "nats_sink.duplicate", Value: true})
 	case !r.Outcome.Acked():
 		errType := r.ErrorType
 		if errType == "" {
@@ -272,7 +300,7 @@ func (s *Sink) await(ctx context.Context, e *sink.Envelope, f inflight) sink.Res
 	case ack := <-f.paf.Ok():
 		s.seconds.Observe(time.Since(f.start).Seconds())
 		if ack.Duplicate {
-			s.dups.Inc()
+			s.dups.Add(1)
 			return sink.Result{Outcome: sink.Duplicate}
 		}
 		return sink.Ok

@@ -16,9 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
+	"github.com/nats-sinks/nats-sink/natsconfig"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -29,17 +30,17 @@ func TestRepublishRawAndEnvelope(t *testing.T) {
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "ENV", Subjects: []string{"env.>"}})
 	golden := shapestest.Golden()
 
-	raw := open(t, prefixed(nc, "copy"))
+	raw := open(t, nc, prefixed("copy"))
 	if got := raw.Stream(); got != "COPY" {
 		t.Errorf("Stream() = %q, want COPY", got)
 	}
 	if rs := raw.WriteBatch(t.Context(), []*sink.Envelope{golden}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("raw republish = %v (%v), want committed", rs[0].Outcome, rs[0].Err)
 	}
-	c := literal(nc, "env.envelopes")
+	c := literal("env.envelopes")
 	c.BodyFormat = "envelope"
 	c.ExpectedStream = ptr("ENV")
-	envSink := open(t, c)
+	envSink := open(t, nc, c)
 	if rs := envSink.WriteBatch(t.Context(), []*sink.Envelope{golden}); rs[0].Outcome != sink.Committed {
 		t.Fatalf("envelope republish = %v (%v), want committed", rs[0].Outcome, rs[0].Err)
 	}
@@ -83,9 +84,12 @@ func TestRedeliveryIsDuplicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := prefixed(nc, "copy")
-	c.Metrics = m
-	s := open(t, c)
+	c := prefixed("copy")
+	s, err := New(t.Context(), c, sink.Deps{Source: sink.Source{Conn: source(nc)}, Metrics: m.ForSinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
 	b := batch("orders.new", "ORDERS", 1, 5)
 	if diff := cmp.Diff(repeat(sink.Committed, 5), outcomes(s.WriteBatch(t.Context(), b))); diff != "" {
 		t.Fatalf("first delivery (-want +got):\n%s", diff)
@@ -97,17 +101,17 @@ func TestRedeliveryIsDuplicate(t *testing.T) {
 		t.Errorf("redelivery (-want +got):\n%s", diff)
 	}
 	// A restarted process has no state of its own: the stream dedupes.
-	s2 := open(t, prefixed(nc, "copy"))
+	s2 := open(t, nc, prefixed("copy"))
 	if diff := cmp.Diff(repeat(sink.Duplicate, 5), outcomes(s2.WriteBatch(t.Context(), b))); diff != "" {
 		t.Errorf("redelivery after restart (-want +got):\n%s", diff)
 	}
 	if n := len(stored(t, js, "COPY")); n != 7 {
 		t.Errorf("target stream holds %d messages, want 7", n)
 	}
-	if got := s.dups.Value(); got != 3 {
+	if got := s.dups.(*telemetry.Counter).Value(); got != 3 {
 		t.Errorf("nats_republish_duplicates_total = %d, want 3", got)
 	}
-	if got := s.seconds.Summary().Count; got != 10 {
+	if got := s.seconds.(*telemetry.Histogram).Summary().Count; got != 10 {
 		t.Errorf("nats_republish_seconds count = %v, want 10 (one per PubAck)", got)
 	}
 }
@@ -115,9 +119,9 @@ func TestRedeliveryIsDuplicate(t *testing.T) {
 func TestDestinationErrors(t *testing.T) {
 	t.Run("expected_stream mismatch", func(t *testing.T) {
 		_, nc, js := serverWithStream(t, "COPY", "copy.>")
-		c := literal(nc, "copy.x")
+		c := literal("copy.x")
 		c.ExpectedStream = ptr("COPY")
-		s := open(t, c)
+		s := open(t, nc, c)
 		// The stream is replaced after start: another stream now stores
 		// the subject.
 		if err := js.DeleteStream(t.Context(), "COPY"); err != nil {
@@ -149,8 +153,8 @@ func TestDestinationErrors(t *testing.T) {
 
 	t.Run("no stream answers", func(t *testing.T) {
 		_, nc, js := serverWithStream(t, "COPY", "copy.>")
-		c := literal(nc, "copy.x")
-		s := open(t, c)
+		c := literal("copy.x")
+		s := open(t, nc, c)
 		if err := js.DeleteStream(t.Context(), "COPY"); err != nil {
 			t.Fatal(err)
 		}
@@ -173,13 +177,13 @@ func TestDestinationErrors(t *testing.T) {
 		})
 		admin, js := natstest.Connect(t, s, nats.UserInfo("u", "p"))
 		natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "DENIED", Subjects: []string{"denied.>"}})
-		c := literal(nil, "denied.x")
-		c.Connection = &Connection{}
+		c := literal("denied.x")
+		c.Connection = &natsconfig.Connection{}
 		c.Connection.SetDefaults()
 		c.Connection.URL = admin.ConnectedUrl()
-		c.Connection.User, c.Connection.Password = ptr("u"), ptr(config.Secret("p"))
+		c.Connection.User, c.Connection.Password = ptr("u"), ptr(secret.Value("p"))
 		c.PublishTimeoutMS = 300
-		sk := open(t, c)
+		sk := open(t, nil, c)
 		rs := sk.WriteBatch(t.Context(), batch("a.b", "S", 1, 2))
 		for i, r := range rs {
 			if r.Outcome != sink.Destination || !errors.Is(r.Err, nats.ErrPermissionViolation) {
@@ -202,7 +206,7 @@ func TestMessageTooLarge(t *testing.T) {
 		{"over the stream's max_msg_size", "small.x", strings.Repeat("y", 2000)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := open(t, literal(nc, tt.subject))
+			s := open(t, nc, literal(tt.subject))
 			b := batch("a.b", "S", 1, 3)
 			b[1] = env("a.b", "S", 2, nil, tt.big)
 			rs := s.WriteBatch(t.Context(), b)
@@ -229,14 +233,14 @@ func TestTargetServerStopped(t *testing.T) {
 		t.Run(fmt.Sprintf("allow_reconnect=%v", reconnect), func(t *testing.T) {
 			_, source, _ := serverWithStream(t, "SOURCE", "orders.>")
 			target, tnc, _ := serverWithStream(t, "COPY", "copy.>")
-			c := literal(source, "copy.x")
-			c.Connection = &Connection{}
+			c := literal("copy.x")
+			c.Connection = &natsconfig.Connection{}
 			c.Connection.SetDefaults()
 			c.Connection.URL = tnc.ConnectedUrl()
 			c.Connection.AllowReconnect = reconnect
 			c.Connection.ReconnectTimeWaitSeconds = 0
 			c.PublishTimeoutMS = 500
-			s := open(t, c)
+			s := open(t, source, c)
 			port, dir := natstest.Port(target), target.StoreDir()
 			s.afterPublish = func(i int) {
 				if i == 9 {
@@ -288,7 +292,7 @@ func TestTargetServerStopped(t *testing.T) {
 
 func TestCancelledContext(t *testing.T) {
 	_, nc, js := serverWithStream(t, "COPY", "copy.>")
-	s := open(t, literal(nc, "copy.x"))
+	s := open(t, nc, literal("copy.x"))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for i, r := range s.WriteBatch(ctx, batch("a.b", "S", 1, 3)) {
@@ -303,9 +307,9 @@ func TestCancelledContext(t *testing.T) {
 
 func TestPipelineBound(t *testing.T) {
 	_, nc, js := serverWithStream(t, "COPY", "copy.>")
-	c := prefixed(nc, "copy")
+	c := prefixed("copy")
 	c.MaxConcurrentPublishes = 3
-	s := open(t, c)
+	s := open(t, nc, c)
 	peak := 0
 	s.afterPublish = func(int) { peak = max(peak, len(s.slots)) }
 	rs := s.WriteBatch(t.Context(), batch("orders.new", "ORDERS", 1, 50))
@@ -325,7 +329,7 @@ func TestPipelineBound(t *testing.T) {
 
 func TestStopLeavesSourceOpen(t *testing.T) {
 	_, nc, _ := serverWithStream(t, "COPY", "copy.>")
-	s, err := New(t.Context(), literal(nc, "copy.x"))
+	s, err := New(t.Context(), literal("copy.x"), deps(nc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,12 +347,12 @@ func TestStopLeavesSourceOpen(t *testing.T) {
 func TestOwnConnectionClosedByStop(t *testing.T) {
 	_, source, _ := serverWithStream(t, "SOURCE", "orders.>")
 	_, tnc, _ := serverWithStream(t, "COPY", "copy.>")
-	c := literal(source, "copy.x")
-	c.Connection = &Connection{}
+	c := literal("copy.x")
+	c.Connection = &natsconfig.Connection{}
 	c.Connection.SetDefaults()
 	c.Connection.URL = tnc.ConnectedUrl()
 	c.Connection.Name = ptr("republisher")
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, deps(source))
 	if err != nil {
 		t.Fatal(err)
 	}

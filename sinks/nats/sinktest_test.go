@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 	_, nc, js := serverWithStream(t, "COPY", "copy.>")
 	sinktest.Run(t, sinktest.Harness{
 		Open: func(t *testing.T) sink.Sink {
-			s, err := New(t.Context(), prefixed(nc, "copy"))
+			s, err := New(t.Context(), prefixed("copy"), deps(nc))
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}

@@ -22,9 +22,9 @@ const (
 // and baggage; a redelivered duplicate is marked on its span.
 func TestTraceContextInjected(t *testing.T) {
 	_, nc, js := serverWithStream(t, "OUT", "out.>")
-	c := prefixed(nc, "out")
+	c := prefixed("out")
 	c.ForwardHeaders = true
-	s := open(t, c)
+	s := open(t, nc, c)
 	h := map[string][]string{
 		"TraceParent": {"00-" + producerTrace + "-" + producerSpan + "-01"},
 		"TRACESTATE":  {"vendor=a"},
@@ -106,7 +106,7 @@ func TestTraceContextInjected(t *testing.T) {
 // original trace headers are copied verbatim.
 func TestTraceHeadersWithoutTracing(t *testing.T) {
 	_, nc, js := serverWithStream(t, "OUT", "out")
-	s := open(t, literal(nc, "out"))
+	s := open(t, nc, literal("out"))
 	tp := "00-" + producerTrace + "-" + producerSpan + "-01"
 	b := []*sink.Envelope{env("orders.created", "ORDERS", 1, map[string][]string{"Traceparent": {tp}}, `{}`)}
 	if got := outcomes(s.WriteBatch(context.Background(), b)); got[0] != sink.Committed {

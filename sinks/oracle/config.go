@@ -14,14 +14,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // notSupported is the spec's text for a connection key that the go-ora
@@ -41,18 +40,18 @@ type Config struct {
 	// Password, PasswordEnv and PasswordFile are the three sources of the
 	// password; exactly one is required. The file source is the
 	// configuration-wide [ext] rule of config.md §3.
-	Password     *config.Secret `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
-	PasswordEnv  *string        `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
-	PasswordFile *string        `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	Password     *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	PasswordEnv  *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
 	// ConfigDir would name the directory of tnsnames.ora. go-ora resolves
 	// no aliases, so any value is rejected at validation.
 	ConfigDir      *string `json:"config_dir" doc:"Directory with tnsnames.ora (not supported by this build)."`
 	WalletLocation *string `json:"wallet_location" nonblank:"true" nocontrol:"true" doc:"Wallet directory (cwallet.sso, or ewallet.p12 with wallet_password) for mutual TLS."`
 	// WalletPassword, WalletPasswordEnv and WalletPasswordFile: at most one,
 	// and only with wallet_location.
-	WalletPassword     *config.Secret `json:"wallet_password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password of ewallet.p12; requires wallet_location."`
-	WalletPasswordEnv  *string        `json:"wallet_password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the wallet password."`
-	WalletPasswordFile *string        `json:"wallet_password_file" nonblank:"true" nocontrol:"true" doc:"File holding the wallet password."`
+	WalletPassword     *secret.Value `json:"wallet_password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password of ewallet.p12; requires wallet_location."`
+	WalletPasswordEnv  *string       `json:"wallet_password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the wallet password."`
+	WalletPasswordFile *string       `json:"wallet_password_file" nonblank:"true" nocontrol:"true" doc:"File holding the wallet password."`
 	// SSLServerDNMatch: go-ora always checks the server certificate against
 	// the host name on TLS connections, which is what true means; false
 	// cannot be honoured.
@@ -74,14 +73,7 @@ type Config struct {
 	// one at a time as they are needed, so it does not change behaviour.
 	PoolIncrement int  `json:"pool_increment" min:"1" doc:"Connections opened together when the pool grows (database/sql opens them one at a time)."`
 	AutoCreate    bool `json:"auto_create" doc:"Create missing tables (and the staging table) with the recommended DDL at start."`
-	sqlmodel.Shared[sqlmodel.MergeRoute]
-
-	// Metrics, when set (by the CLI), receives the oracle_* metrics of
-	// sinks.md §3. Nil means no sink metrics.
-	Metrics *telemetry.Metrics `json:"-"`
-	// Env looks up environment variables for the *_env keys; nil means the
-	// process environment. Tests set it.
-	Env config.Env `json:"-"`
+	sqlconfig.Shared[sqlconfig.MergeRoute]
 }
 
 // Staging is the "staging" object (sinks.md §3).
@@ -110,7 +102,7 @@ func Default() Config {
 		PoolMin:            1,
 		PoolMax:            4,
 		PoolIncrement:      1,
-		Shared:             sqlmodel.DefaultShared[sqlmodel.MergeRoute](sqlmodel.Oracle),
+		Shared:             sqlmodel.DefaultShared[sqlconfig.MergeRoute](sqlmodel.Oracle),
 	}
 }
 
@@ -130,37 +122,33 @@ func (c *Config) options() sqlmodel.Options {
 	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.MergeUpdateColumns, AutoCreate: c.AutoCreate}
 }
 
-// Validate checks the rules the struct tags cannot express: the secret
-// sources, the keys this build cannot honour, the staging object, the pool
-// sizes, and the shared relational rules. fields.DecodeSink calls it after
-// decoding.
-func (c *Config) Validate(p *fields.Problems) {
-	for _, pr := range c.problems() {
-		p.Add(pr.Path, pr.Message)
-	}
-	c.Shared.Validate(sqlmodel.Oracle, c.options(), p)
-}
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express: the dsn's form, the secret sources, the keys
+// this build cannot honour, the staging object, the pool sizes, and the
+// shared relational rules of sinks.md §2 with Oracle's identifiers.
+// Problems have paths relative to the sink object and come back as one
+// *sink.ConfigError, or nil. Decode calls it on the decoded object, New
+// before anything else, so a Config built in Go is checked like a loaded
+// one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
-// problems returns the problems of the oracle-specific keys. New runs it
-// too, for Configs built by hand rather than decoded.
-func (c *Config) problems() []sink.Problem {
-	var out []sink.Problem
-	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
-	if _, err := parseDSN(c.DSN); err != nil && strings.TrimSpace(c.DSN) != "" {
+func (c *Config) rules(p *fields.Problems) {
+	add := func(path, msg string) { p.Add(path, msg) }
+	if _, err := parseDSN(c.DSN); err != nil {
 		add("dsn", err.Error())
 	}
-	out = append(out, sqlmodel.SecretProblems("password", true, c.Password, c.PasswordEnv, c.PasswordFile)...)
+	for _, pr := range sqlmodel.SecretProblems("password", true, c.Password, c.PasswordEnv, c.PasswordFile) {
+		add(pr.Path, pr.Message)
+	}
 	if c.ConfigDir != nil {
 		add("config_dir", notSupported)
 	}
-	wallet := sqlmodel.SecretProblems("wallet_password", false, c.WalletPassword, c.WalletPasswordEnv, c.WalletPasswordFile)
-	if (c.WalletPassword != nil || c.WalletPasswordEnv != nil || c.WalletPasswordFile != nil) && c.WalletLocation == nil {
-		// Sorted so that wallet_password's problems precede
-		// wallet_password_env's, as in schema order.
-		wallet = append(wallet, sink.Problem{Path: "wallet_password", Message: "requires wallet_location"})
-		slices.SortStableFunc(wallet, func(a, b sink.Problem) int { return strings.Compare(a.Path, b.Path) })
+	for _, pr := range sqlmodel.SecretProblems("wallet_password", false, c.WalletPassword, c.WalletPasswordEnv, c.WalletPasswordFile) {
+		add(pr.Path, pr.Message)
 	}
-	out = append(out, wallet...)
+	if (c.WalletPassword != nil || c.WalletPasswordEnv != nil || c.WalletPasswordFile != nil) && c.WalletLocation == nil {
+		add("wallet_password", "requires wallet_location")
+	}
 	if c.SSLServerDNMatch != nil && !*c.SSLServerDNMatch {
 		// go-ora verifies the host name whenever it verifies at all; there
 		// is no "chain only" mode, and dropping verification entirely is
@@ -169,15 +157,6 @@ func (c *Config) problems() []sink.Problem {
 	}
 	if c.SSLServerCertDN != nil {
 		add("ssl_server_cert_dn", notSupported)
-	}
-	if c.TCPConnectTimeout != nil && !(*c.TCPConnectTimeout > 0) {
-		add("tcp_connect_timeout", fmt.Sprintf("must be greater than 0 (got %v)", *c.TCPConnectTimeout))
-	}
-	if c.RetryCount != nil && *c.RetryCount < 0 {
-		add("retry_count", fmt.Sprintf("must be at least 0 (got %d)", *c.RetryCount))
-	}
-	if c.RetryDelay != nil && *c.RetryDelay < 0 {
-		add("retry_delay", fmt.Sprintf("must be at least 0 (got %d)", *c.RetryDelay))
 	}
 	if c.HTTPSProxy != nil {
 		add("https_proxy", notSupported)
@@ -188,29 +167,19 @@ func (c *Config) problems() []sink.Problem {
 		}
 		add("https_proxy_port", notSupported)
 	}
-	out = append(out, c.stagingProblems()...)
-	for _, k := range []struct {
-		path string
-		v    int
-	}{{"pool_min", c.PoolMin}, {"pool_max", c.PoolMax}, {"pool_increment", c.PoolIncrement}} {
-		if k.v < 1 {
-			add(k.path, fmt.Sprintf("must be at least 1 (got %d)", k.v))
-		}
-	}
-	if c.PoolMin >= 1 && c.PoolMax >= 1 && c.PoolMin > c.PoolMax {
+	c.stagingProblems(add)
+	if c.PoolMin > c.PoolMax {
 		// Spec is silent; a minimum above the maximum is a typo every pool
 		// implementation rejects (python-oracledb included).
 		add("pool_min", fmt.Sprintf("must not exceed pool_max (got %d > %d)", c.PoolMin, c.PoolMax))
 	}
-	return out
+	sqlmodel.Check(&c.Shared, sqlmodel.Oracle, c.options(), p)
 }
 
 // stagingProblems checks the staging object: enabled requires a table and
 // mode merge or insert_ignore; the table and the batch column are Oracle
 // identifiers, and the batch column must not clash with a mapped column.
-func (c *Config) stagingProblems() []sink.Problem {
-	var out []sink.Problem
-	add := func(path, msg string) { out = append(out, sink.Problem{Path: path, Message: msg}) }
+func (c *Config) stagingProblems(add func(path, msg string)) {
 	s := c.Staging
 	d := sqlmodel.Oracle
 	if s.Table != nil {
@@ -224,7 +193,7 @@ func (c *Config) stagingProblems() []sink.Problem {
 		add("staging.batch_id_column", msg)
 	} else {
 		for f := range sqlmodel.NumFields {
-			col := c.Columns.Get(f)
+			col := sqlmodel.Column(&c.Columns, f)
 			switch {
 			case f == sqlmodel.Payload && c.PayloadColumn != nil:
 				col = *c.PayloadColumn
@@ -237,9 +206,6 @@ func (c *Config) stagingProblems() []sink.Problem {
 			}
 		}
 	}
-	if s.Cleanup != CleanupDeleteOnSuccess && s.Cleanup != CleanupKeep {
-		add("staging.cleanup", fmt.Sprintf("must be one of delete_on_success, keep (got %q)", s.Cleanup))
-	}
 	if s.Enabled {
 		if s.Table == nil {
 			add("staging.table", "required when staging.enabled is true")
@@ -248,35 +214,14 @@ func (c *Config) stagingProblems() []sink.Problem {
 			add("staging.enabled", fmt.Sprintf("requires mode merge or insert_ignore (mode is %s)", c.Mode))
 		}
 	}
-	return out
-}
-
-// check validates a Config a library user may have built by hand (Decode
-// has already done this for configuration files) and compiles the model.
-func check(c Config) (*sqlmodel.Model, error) {
-	var p fields.Problems
-	if strings.TrimSpace(c.DSN) == "" {
-		p.Add("dsn", "must not be empty")
-	}
-	if strings.TrimSpace(c.User) == "" || fields.HasControl(c.User) {
-		p.Add("user", "must not be empty or contain control characters")
-	}
-	for _, pr := range c.problems() {
-		p.Add(pr.Path, pr.Message)
-	}
-	c.Shared.Validate(sqlmodel.Oracle, c.options(), &p)
-	if p.Len() > 0 {
-		return nil, &sink.ConfigError{Problems: p.List()}
-	}
-	return c.Shared.Compile(sqlmodel.Oracle, c.options())
 }
 
 // secret resolves one secret source (value, environment variable or file)
 // when the sink starts, never during validation. Errors are
 // *sink.ConfigError (exit 2 in the CLI) and never carry the value. ok is
 // false when no source is set.
-func (c *Config) secret(key string, value *config.Secret, env, file *string) (v string, ok bool, err error) {
-	v, path, err := sqlmodel.ResolveSecret(key, value, env, file, c.Env)
+func (c *Config) secret(key string, value *secret.Value, env, file *string, lookupEnv func(string) (string, bool)) (v string, ok bool, err error) {
+	v, path, err := sqlmodel.ResolveSecret(key, value, env, file, lookupEnv)
 	if err != nil || path == "" {
 		return "", false, err
 	}
@@ -291,24 +236,10 @@ func problem(path, msg string) error {
 }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// WithEnv returns c reading its *_env keys through env (nil: the process
-// environment); pipeline.OpenSink passes the environment it was given.
-func (c Config) WithEnv(env config.Env) sink.Opener {
-	c.Env = env
-	return c
-}
-
-// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
-// for every sink that has metrics of its own.
-func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
-	c.Metrics = m
-	return c
 }

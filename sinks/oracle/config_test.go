@@ -6,12 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -19,9 +20,9 @@ func TestDefaults(t *testing.T) {
 	c := decode(t, "")
 	want := Default()
 	want.DSN, want.User = "db.example:1521/FREEPDB1", "app"
-	pw := config.Secret("pw")
+	pw := secret.Value("pw")
 	want.Password = &pw
-	if diff := cmp.Diff(want, c, cmp.AllowUnexported(Config{}), cmp.Comparer(func(a, b config.Env) bool { return a == nil && b == nil })); diff != "" {
+	if diff := cmp.Diff(want, c, cmp.AllowUnexported(Config{})); diff != "" {
 		t.Errorf("decoded defaults (-want +got):\n%s", diff)
 	}
 	for _, tt := range []struct {
@@ -54,7 +55,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"required keys", `"type":"oracle"`, []prob{{"dsn", "required"}, {"user", "required"}}},
 		{"no password source", `"type":"oracle","dsn":"h/s","user":"u"`, []prob{{"password", "one of password, password_env, password_file is required"}}},
 		{"two password sources and an alias", `"type":"oracle","dsn":"mydb","user":"u","password":"p","password_env":"X"`, []prob{
-			{"dsn", `"mydb" looks like a net service alias; aliases need config_dir, which is not supported by this build (use host[:port]/service or a connect descriptor)`},
+			{"dsn", `looks like a net service alias; aliases need config_dir, which is not supported by this build (use host[:port]/service or a connect descriptor)`},
 			{"password", "set only one of password, password_env, password_file"},
 		}},
 		{"keys go-ora cannot honour", ok + `,"config_dir":"/etc/oracle","ssl_server_dn_match":false,"ssl_server_cert_dn":"CN=db","https_proxy":"proxy.example","https_proxy_port":8080`, []prob{
@@ -116,7 +117,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"descriptor without service", `"type":"oracle","dsn":"(DESCRIPTION=(ADDRESS=(HOST=h)))","user":"u","password":"p"`, []prob{{"dsn", "connect descriptor names no SERVICE_NAME or SID"}}},
 		{"descriptor without address", `"type":"oracle","dsn":"(DESCRIPTION=(CONNECT_DATA=(SERVICE_NAME=x)))","user":"u","password":"p"`, []prob{{"dsn", "connect descriptor names no (ADDRESS=(HOST=…)(PORT=…))"}}},
 		{"Easy Connect Plus parameters", `"type":"oracle","dsn":"h:1521/s?transport_connect_timeout=3","user":"u","password":"p"`, []prob{
-			{"dsn", `must be an Easy Connect string ([tcps://]host[:port]/service[:server][/instance]) or a connect descriptor (got "h:1521/s?transport_connect_timeout=3")`},
+			{"dsn", `must be an Easy Connect string ([tcps://]host[:port]/service[:server][/instance]) or a connect descriptor`},
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,6 +130,29 @@ func TestDecodeRejects(t *testing.T) {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDSNNeverEchoed: a dsn that is not valid may be a user/password@host
+// connect string; no problem message, from Decode or from New, repeats it
+// or the password in it.
+func TestDSNNeverEchoed(t *testing.T) {
+	for _, dsn := range []string{"bob/pw-s3cret@db:1521/x", "bob/pw-s3cret@tnsalias", "oracle://bob:pw-s3cret@db/x", "pw-s3cret"} {
+		_, err := Decode(json.RawMessage(`{"type":"oracle","dsn":"` + dsn + `","user":"u","password_env":"PW"}`))
+		if err == nil {
+			t.Errorf("Decode(dsn %q) succeeded, want a problem", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Decode(dsn %q) = %q: the problem echoes the dsn", dsn, err)
+		}
+		c := Default()
+		pw := "PW"
+		c.DSN, c.User, c.PasswordEnv = dsn, "u", &pw
+		_, err = New(t.Context(), c, sink.Deps{})
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("New(dsn %q) = %v: want a problem that does not echo the dsn", dsn, err)
+		}
 	}
 }
 
@@ -195,8 +219,7 @@ func TestSecrets(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := decodeDoc(t, `"type":"oracle","dsn":"h/s","user":"u",`+tt.extra)
-			c.Env = env
-			got, _, err := c.secret("password", c.Password, c.PasswordEnv, c.PasswordFile)
+			got, _, err := c.secret("password", c.Password, c.PasswordEnv, c.PasswordFile, env)
 			if tt.problem.Path == "" {
 				if err != nil || got != tt.want {
 					t.Errorf("secret = %q, %v; want %q", got, err, tt.want)
@@ -221,7 +244,7 @@ func TestNewRejectsHandBuiltConfig(t *testing.T) {
 	c.DSN, c.User = "h/s", "u"
 	c.HTTPSProxy = new("proxy")
 	c.Staging.Enabled = true
-	_, err := New(context.Background(), c)
+	_, err := New(context.Background(), c, sink.Deps{})
 	ce, ok := errors.AsType[*sink.ConfigError](err)
 	if !ok {
 		t.Fatalf("New error = %v, want *sink.ConfigError", err)

@@ -41,12 +41,16 @@ func parseDSN(dsn string) (string, error) {
 		}
 		return dsn, nil
 	}
+	// Messages never quote the dsn: a string that is not a valid one may
+	// be a user/password@host connect string, which carries the password.
 	m := easyConnect.FindStringSubmatch(dsn)
-	if m == nil {
-		if !strings.ContainsAny(dsn, "/:?()") {
-			return "", fmt.Errorf("%q looks like a net service alias; aliases need config_dir, which is %s (use host[:port]/service or a connect descriptor)", dsn, notSupported)
-		}
-		return "", fmt.Errorf("must be an Easy Connect string ([tcps://]host[:port]/service[:server][/instance]) or a connect descriptor (got %q)", dsn)
+	switch {
+	case m == nil && strings.Contains(dsn, "@"):
+		return "", errors.New("must be an Easy Connect string ([tcps://]host[:port]/service[:server][/instance]) or a connect descriptor, without credentials: set user and password_env (or password, password_file)")
+	case m == nil && !strings.ContainsAny(dsn, "/:?()"):
+		return "", fmt.Errorf("looks like a net service alias; aliases need config_dir, which is %s (use host[:port]/service or a connect descriptor)", notSupported)
+	case m == nil:
+		return "", errors.New("must be an Easy Connect string ([tcps://]host[:port]/service[:server][/instance]) or a connect descriptor")
 	}
 	proto, host, port, service, server, instance := strings.ToLower(m[1]), m[2], m[3], m[4], strings.ToUpper(m[5]), m[6]
 	if proto == "" {

@@ -79,7 +79,7 @@ func (s *Sink) classify(err error) error {
 		return err
 	}
 	if code == oraUniqueViolation {
-		s.m.Conflicts.Inc()
+		s.m.Conflicts.Add(1)
 	}
 	switch classifyCode(s.model.Mode, code) {
 	case classPermanent:

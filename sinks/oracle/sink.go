@@ -48,14 +48,18 @@ type Sink struct {
 	stopOnce sync.Once
 }
 
-// New resolves the secrets, prepares the connection pool and, with
+// New validates c, resolves the secrets (through deps), prepares the connection pool and, with
 // auto_create, creates the tables (the only start-up step that needs the
 // server: without it, an unreachable server or a missing table is reported
 // by WriteBatch and Healthcheck, so that the runner can retry instead of
-// the process failing to start). Build c from Default(): invalid values are
-// reported as a *sink.ConfigError.
-func New(ctx context.Context, c Config) (*Sink, error) {
-	model, err := check(c)
+// the process failing to start). Build c from Default(): invalid values
+// (Config.Validate, run first) and unresolvable secrets are reported as a
+// *sink.ConfigError.
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	model, err := sqlmodel.Compile(&c.Shared, sqlmodel.Oracle, c.options())
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +67,14 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	if err != nil {
 		return nil, problem("dsn", err.Error())
 	}
-	pw, _, err := c.secret("password", c.Password, c.PasswordEnv, c.PasswordFile)
+	pw, _, err := c.secret("password", c.Password, c.PasswordEnv, c.PasswordFile, deps.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
 	var wallet, walletPW string
 	if c.WalletLocation != nil {
 		wallet = *c.WalletLocation
-		if walletPW, _, err = c.secret("wallet_password", c.WalletPassword, c.WalletPasswordEnv, c.WalletPasswordFile); err != nil {
+		if walletPW, _, err = c.secret("wallet_password", c.WalletPassword, c.WalletPasswordEnv, c.WalletPasswordFile, deps.LookupEnv); err != nil {
 			return nil, err
 		}
 	}
@@ -97,7 +101,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	db.SetMaxOpenConns(c.PoolMax)
 	db.SetMaxIdleConns(c.PoolMin)
 
-	s, err := newSink(model, c, db)
+	s, err := newSink(model, c, db, deps.Meter())
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -112,8 +116,8 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 }
 
 // newSink builds the Sink around db (nil in tests that drive the Writer
-// with a fake transaction).
-func newSink(model *sqlmodel.Model, c Config, db *sql.DB) (*Sink, error) {
+// with a fake transaction), with its metrics registered on m.
+func newSink(model *sqlmodel.Model, c Config, db *sql.DB, m sink.Metrics) (*Sink, error) {
 	s := &Sink{model: model, db: db, plans: map[*sqlmodel.Table]plan{}, staging: c.Staging.Enabled}
 	var stage, batchCol string
 	if c.Staging.Enabled && c.Staging.Table != nil {
@@ -123,7 +127,7 @@ func newSink(model *sqlmodel.Model, c Config, db *sql.DB) (*Sink, error) {
 	for _, t := range model.Tables {
 		s.plans[t] = newPlan(model, t, stage, batchCol, c.Staging.Cleanup == CleanupDeleteOnSuccess)
 	}
-	s.m = sqlmodel.NewDBMetrics(c.Metrics, sqlmodel.Oracle, "one array-bound statement", "ORA-00001")
+	s.m = sqlmodel.NewDBMetrics(m, sqlmodel.Oracle, "one array-bound statement", "ORA-00001")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,

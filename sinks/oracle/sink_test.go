@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	goora "github.com/sijms/go-ora/v2"
 
-	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
 )
@@ -73,7 +73,7 @@ func TestUnreachableServer(t *testing.T) {
 	// misconfiguration), after retry_count connection retries.
 	c := decode(t, `"retry_count":1,"retry_delay":0,"tcp_connect_timeout":2`)
 	c.DSN = unreachable(t)
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, sink.Deps{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -102,8 +102,7 @@ func TestUnreachableServer(t *testing.T) {
 
 func TestNewSecretErrorsAreConfigErrors(t *testing.T) {
 	c := decodeDoc(t, `"type":"oracle","dsn":"h/s","user":"u","password_env":"NATS_SINKS_TEST_UNSET_PW"`)
-	c.Env = func(string) (string, bool) { return "", false }
-	_, err := New(t.Context(), c)
+	_, err := New(t.Context(), c, sink.Deps{Env: func(string) (string, bool) { return "", false }})
 	if _, ok := errors.AsType[*sink.ConfigError](err); !ok || !strings.Contains(err.Error(), "password_env: environment variable NATS_SINKS_TEST_UNSET_PW is not set") {
 		t.Errorf("New error = %v, want a *sink.ConfigError naming password_env", err)
 	}
@@ -138,7 +137,7 @@ func liveServer(t *testing.T) *live {
 	c := Default()
 	c.DSN = u.Host + u.Path
 	c.User = u.User.Username()
-	secret := config.Secret(pw)
+	secret := secret.Value(pw)
 	c.Password = &secret
 	c.AutoCreate = true
 	desc, err := parseDSN(c.DSN)
@@ -162,7 +161,7 @@ func (l *live) table(t *testing.T) string {
 
 func (l *live) open(t *testing.T, c Config) *Sink {
 	t.Helper()
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, sink.Deps{})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // Literal fragments of the spec's statements (sinks.md §3) for the default
@@ -51,14 +52,22 @@ func decodeDoc(t *testing.T, keys string) Config {
 	return o.(Config)
 }
 
-// testSink compiles the configuration into a Sink without a database.
-func testSink(t *testing.T, c Config) *Sink {
+// testSink compiles the configuration into a Sink without a database, with
+// its metrics on metrics (nil: none).
+func testSink(t *testing.T, c Config, metrics ...sink.Metrics) *Sink {
 	t.Helper()
-	m, err := check(c)
-	if err != nil {
-		t.Fatalf("check: %v", err)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
 	}
-	s, err := newSink(m, c, nil)
+	m, err := sqlmodel.Compile(&c.Shared, sqlmodel.Oracle, c.options())
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	var ms sink.Metrics
+	if len(metrics) > 0 {
+		ms = metrics[0]
+	}
+	s, err := newSink(m, c, nil, ms)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,8 +88,7 @@ func newHarness(t *testing.T, extra string, setup func(*fakeTx)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Metrics = tm
-	h := &harness{s: testSink(t, c), setup: setup}
+	h := &harness{s: testSink(t, c, tm.ForSinks()), setup: setup}
 	ids := 0
 	h.s.w.Begin = func(context.Context) (sqlmodel.Tx, error) {
 		h.begun++
@@ -175,10 +174,10 @@ func TestWriteBatchDirect(t *testing.T) {
 	if !f.committed || f.rolledBack {
 		t.Errorf("committed=%v rolledBack=%v, want commit only", f.committed, f.rolledBack)
 	}
-	if n := h.s.m.Rows.Value(); n != 3 {
+	if n := h.s.m.Rows.(*telemetry.Counter).Value(); n != 3 {
 		t.Errorf("oracle_merge_rows_total = %d, want 3", n)
 	}
-	if n := h.s.m.Unknown.Value(); n != 3 {
+	if n := h.s.m.Unknown.(*telemetry.Counter).Value(); n != 3 {
 		t.Errorf("oracle_merge_outcome_unknown_total = %d, want 3", n)
 	}
 }
@@ -284,7 +283,7 @@ func TestWriteBatchFailures(t *testing.T) {
 			if f.committed != tt.committed || f.rolledBack == tt.committed {
 				t.Errorf("committed=%v rolledBack=%v, want committed=%v and rolled back otherwise", f.committed, f.rolledBack, tt.committed)
 			}
-			if n := h.s.m.Conflicts.Value(); n != tt.conflicts {
+			if n := h.s.m.Conflicts.(*telemetry.Counter).Value(); n != tt.conflicts {
 				t.Errorf("oracle_conflicts_total = %d, want %d", n, tt.conflicts)
 			}
 		})
@@ -299,14 +298,14 @@ func TestWriteBatchDuplicateMetrics(t *testing.T) {
 	if o := outcomes(got); o != "committed committed committed" {
 		t.Errorf("outcomes = %s", o)
 	}
-	if a, b := h.s.m.Ignored.Value(), h.s.m.Duplicates.Value(); a != 2 || b != 2 {
+	if a, b := h.s.m.Ignored.(*telemetry.Counter).Value(), h.s.m.Duplicates.(*telemetry.Counter).Value(); a != 2 || b != 2 {
 		t.Errorf("duplicate_ignored = %d, duplicates = %d; want 2, 2", a, b)
 	}
 
 	// merge with []: the same count is a no-op count.
 	h = newHarness(t, `"merge_update_columns":[]`, func(f *fakeTx) { f.affected = func(call) int64 { return 2 } })
 	h.s.WriteBatch(t.Context(), []*sink.Envelope{env("o", 1), env("o", 2), env("o", 3)})
-	if a := h.s.m.Noop.Value(); a != 1 {
+	if a := h.s.m.Noop.(*telemetry.Counter).Value(); a != 1 {
 		t.Errorf("duplicate_noop = %d, want 1", a)
 	}
 }

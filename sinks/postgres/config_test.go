@@ -123,7 +123,7 @@ func model(t *testing.T, js string) *sqlmodel.Model {
 		t.Fatal(err)
 	}
 	c := o.(Config)
-	m, err := check(c)
+	m, err := sqlmodel.Compile(&c.Shared, sqlmodel.Postgres, c.options())
 	if err != nil {
 		t.Fatal(err)
 	}

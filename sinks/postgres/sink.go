@@ -19,7 +19,6 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 var (
@@ -57,9 +56,9 @@ type Sink struct {
 	resolved atomic.Bool                         // every table's statement fits its column types
 
 	w        sqlmodel.Writer
-	exec     *telemetry.Histogram
-	commit   *telemetry.Histogram
-	dups     *telemetry.Counter
+	exec     sink.Histogram
+	commit   sink.Histogram
+	dups     sink.Counter
 	stopOnce sync.Once
 }
 
@@ -68,16 +67,20 @@ type statement struct {
 	returning bool
 }
 
-// New checks c, resolves the password, connects once (so that wrong
-// credentials or an unreachable server fail the start) and, with
-// auto_create, creates the sink's tables. Build c from Default(): invalid
-// values are reported as a *sink.ConfigError.
-func New(ctx context.Context, c Config) (*Sink, error) {
-	model, err := check(c)
+// New validates c (Config.Validate), resolves the password (through deps),
+// connects once (so that wrong credentials or an unreachable server fail
+// the start) and, with auto_create, creates the sink's tables. Build c
+// from Default(): invalid values and an unresolvable password are reported
+// as a *sink.ConfigError.
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	model, err := sqlmodel.Compile(&c.Shared, sqlmodel.Postgres, c.options())
 	if err != nil {
 		return nil, err
 	}
-	password, err := resolvePassword(c)
+	password, err := resolvePassword(c, deps)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +111,10 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		s.pool.Close()
 		return nil, err
 	}
-	s.exec = sqlmodel.Histogram(c.Metrics, "postgres_execute_seconds", "Time spent executing PostgreSQL statements per batch.")
-	s.commit = sqlmodel.Histogram(c.Metrics, "postgres_commit_seconds", "Time spent in PostgreSQL COMMIT.")
-	s.dups = sqlmodel.Counter(c.Metrics, "postgres_duplicates_total", "Rows PostgreSQL found already present (insert_ignore, upsert without update columns, or repeated keys inside a batch).")
+	m := deps.Meter()
+	s.exec = sqlmodel.Histogram(m, "postgres_execute_seconds", "Time spent executing PostgreSQL statements per batch.")
+	s.commit = sqlmodel.Histogram(m, "postgres_commit_seconds", "Time spent in PostgreSQL COMMIT.")
+	s.dups = sqlmodel.Counter(m, "postgres_duplicates_total", "Rows PostgreSQL found already present (insert_ignore, upsert without update columns, or repeated keys inside a batch).")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -128,39 +132,11 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	return s, nil
 }
 
-// check validates what a library user may have set by hand (Decode has
-// already done so for configuration files) and compiles the model.
-func check(c Config) (*sqlmodel.Model, error) {
-	var p fields.Problems
-	for _, pr := range c.problems() {
-		p.Add(pr.Path, pr.Message)
-	}
-	if c.PoolSize < 1 || c.PoolSize > 64 {
-		p.Addf("pool_size", "must be between 1 and 64 (got %d)", c.PoolSize)
-	}
-	if c.ConnectTimeoutSeconds < 1 || c.ConnectTimeoutSeconds > 300 {
-		p.Addf("connect_timeout_seconds", "must be between 1 and 300 (got %d)", c.ConnectTimeoutSeconds)
-	}
-	if c.StatementTimeoutMS < 0 || c.StatementTimeoutMS > 3600000 {
-		p.Addf("statement_timeout_ms", "must be between 0 and 3600000 (got %d)", c.StatementTimeoutMS)
-	}
-	model, err := c.Shared.Compile(sqlmodel.Postgres, c.options())
-	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
-		for _, pr := range ce.Problems {
-			p.Add(pr.Path, pr.Message)
-		}
-	}
-	if p.Len() > 0 {
-		return nil, &sink.ConfigError{Problems: p.List()}
-	}
-	return model, nil
-}
-
 // resolvePassword reads the one configured password source. A missing
 // variable or unreadable file is a configuration problem (exit 2); the
 // message never includes the value or the file's content.
-func resolvePassword(c Config) (string, error) {
-	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, c.Env)
+func resolvePassword(c Config, deps sink.Deps) (string, error) {
+	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, deps.LookupEnv)
 	if err != nil {
 		return "", err
 	}

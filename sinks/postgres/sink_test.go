@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/natstest"
@@ -23,8 +22,10 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -56,7 +57,7 @@ func baseConfig(t testing.TB, dsn string) Config {
 	}
 	c := Default()
 	c.Host, c.Port, c.Database, c.User = cc.Host, int(cc.Port), cc.Database, cc.User
-	pw := config.Secret(cc.Password)
+	pw := secret.Value(cc.Password)
 	if pw == "" {
 		pw = "unused" // the test server trusts local connections
 	}
@@ -113,7 +114,13 @@ func db(t testing.TB, dsn string) *pgx.Conn {
 
 func open(t testing.TB, c Config) *Sink {
 	t.Helper()
-	s, err := New(t.Context(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps.
+func openWith(t testing.TB, c Config, deps sink.Deps) *Sink {
+	t.Helper()
+	s, err := New(t.Context(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -157,7 +164,7 @@ func TestConformance(t *testing.T) {
 			c.Mode, c.Staging.Enabled = tt.mode, tt.staging
 			conn := db(t, dsn)
 			sinktest.Run(t, sinktest.Harness{
-				Open:          func(t *testing.T) sink.Sink { s, err := New(t.Context(), c); must(t, err); return s },
+				Open:          func(t *testing.T) sink.Sink { s, err := New(t.Context(), c, sink.Deps{}); must(t, err); return s },
 				Transactional: true,
 				Idempotent:    tt.idempotent,
 				ReadBack: func(t *testing.T) []sinktest.Stored {
@@ -285,8 +292,7 @@ func TestModes(t *testing.T) {
 			c.Mode, c.UpsertUpdateColumns, c.Staging.Enabled = tt.mode, tt.update, tt.staging
 			m, err := telemetry.NewMetrics(nil, "nats_sinks")
 			must(t, err)
-			c.Metrics = m
-			s := open(t, c)
+			s := openWith(t, c, sink.Deps{Metrics: m.ForSinks()})
 			batch := []*sink.Envelope{env("a.b", "S", 1, "", `{"v":1}`), env("a.b", "S", 2, "", `{"v":2}`), env("a.b", "S", 3, "", `"x"`)}
 			if got := outcomes(s.WriteBatch(t.Context(), batch)); !cmp.Equal(got, []sink.Outcome{sink.Committed, sink.Committed, sink.Committed}) {
 				t.Fatalf("first write = %v", got)
@@ -306,7 +312,7 @@ func TestModes(t *testing.T) {
 			if storedNS != tt.stored.UnixNano() {
 				t.Errorf("stored_at_epoch_ns = %d, want %d", storedNS, tt.stored.UnixNano())
 			}
-			if got := s.dups.Value(); got != tt.dups {
+			if got := s.dups.(*telemetry.Counter).Value(); got != tt.dups {
 				t.Errorf("postgres_duplicates_total = %d, want %d", got, tt.dups)
 			}
 		})
@@ -455,13 +461,13 @@ func TestWrongUserIsDestination(t *testing.T) {
 	dsn := natstest.Service(t, dsnEnv)
 	c := baseConfig(t, dsn)
 	c.User = "no_such_user_nats_sink"
-	_, err := New(t.Context(), c)
+	_, err := New(t.Context(), c, sink.Deps{})
 	if res := sink.Failed(err); res.Outcome != sink.Destination {
 		t.Errorf("New with unknown user = %v (%v), want destination", res.Outcome, err)
 	}
 	c = baseConfig(t, dsn)
 	c.Database = "no_such_database_nats_sink"
-	_, err = New(t.Context(), c)
+	_, err = New(t.Context(), c, sink.Deps{})
 	if res := sink.Failed(err); res.Outcome != sink.Destination {
 		t.Errorf("New with unknown database = %v (%v), want destination", res.Outcome, err)
 	}
@@ -474,9 +480,9 @@ func TestPassword(t *testing.T) {
 	natstest.Service(t, dsnEnv)
 	cl := pgtest.Start(t, pgtest.Options{Password: "s3cret-pw"})
 	c := baseConfig(t, cl.DSN())
-	wrong := config.Secret("wrong-password")
+	wrong := secret.Value("wrong-password")
 	c.Password = &wrong
-	_, err := New(t.Context(), c)
+	_, err := New(t.Context(), c, sink.Deps{})
 	if res := sink.Failed(err); res.Outcome != sink.Destination {
 		t.Errorf("New with wrong password = %v (%v), want destination", res.Outcome, err)
 	}
@@ -485,16 +491,16 @@ func TestPassword(t *testing.T) {
 	}
 
 	c.Password, c.PasswordEnv = nil, ptr("PG_TEST_PW")
-	c.Env = func(name string) (string, bool) {
+	pwEnv := func(name string) (string, bool) {
 		return map[string]string{"PG_TEST_PW": "s3cret-pw"}[name], name == "PG_TEST_PW"
 	}
-	s := open(t, c)
+	s := openWith(t, c, sink.Deps{Env: pwEnv})
 	if r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", `{}`)})[0]; r.Outcome != sink.Committed {
 		t.Errorf("write with password_env = %+v", r)
 	}
 
-	c.Env = func(string) (string, bool) { return "", false }
-	_, err = New(t.Context(), c)
+	unset := func(string) (string, bool) { return "", false }
+	_, err = New(t.Context(), c, sink.Deps{Env: unset})
 	if ce, ok := err.(*sink.ConfigError); !ok || ce.Problems[0].Path != "password_env" {
 		t.Errorf("New with unset password_env = %v, want a configuration error at password_env", err)
 	}
@@ -510,7 +516,7 @@ func TestUnreachableIsTemporary(t *testing.T) {
 	l.Close()
 	c := baseConfig(t, dsn)
 	c.Host, c.Port, c.ConnectTimeoutSeconds = "127.0.0.1", port, 2
-	_, err = New(t.Context(), c)
+	_, err = New(t.Context(), c, sink.Deps{})
 	if err == nil {
 		t.Fatal("New against a closed port succeeded")
 	}
@@ -656,7 +662,7 @@ func TestConcurrentWriteBatch(t *testing.T) {
 func TestHealthcheckAndStop(t *testing.T) {
 	dsn := natstest.Service(t, dsnEnv)
 	c := baseConfig(t, dsn)
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, sink.Deps{})
 	must(t, err)
 	if err := s.Healthcheck(t.Context()); err != nil {
 		t.Errorf("Healthcheck = %v", err)
@@ -671,9 +677,9 @@ func TestHealthcheckAndStop(t *testing.T) {
 	}
 }
 
-func routeTo(subject, table, strategy string) sqlmodel.UpsertRoute {
-	return sqlmodel.UpsertRoute{Subject: subject, Table: table,
-		Idempotency: &sqlmodel.Idempotency{Strategy: strategy, Columns: []string{"MESSAGE_ID"}}}
+func routeTo(subject, table, strategy string) sqlconfig.UpsertRoute {
+	return sqlconfig.UpsertRoute{Subject: subject, Table: table,
+		Idempotency: &sqlconfig.Idempotency{Strategy: strategy, Columns: []string{"MESSAGE_ID"}}}
 }
 
 // TestStatementFitsColumnTypes: JSON values are cast to jsonb only for

@@ -19,69 +19,56 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // Config is the s3 sink's configuration (sinks.md §8). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
-	Type                     string             `json:"type" trim:"true" lower:"true" enum:"s3" doc:"Sink type."`
-	Bucket                   string             `json:"bucket" required:"true" pattern:"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$" doc:"Bucket name: 3-63 characters of a-z, 0-9, '.', '-'; no '..', '.-', '-.'; not an IP address."`
-	Prefix                   *string            `json:"prefix" blanknull:"true" maxlen:"1024" doc:"Key prefix of '/'-separated segments (each ^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$, not '.' or '..'), without leading or trailing '/'. Blank or null means none."`
-	EndpointURL              *string            `json:"endpoint_url" blanknull:"true" doc:"S3-compatible endpoint http(s)://host[:port] (no credentials, path, query or fragment); path-style addressing is used with it. null means AWS's regional endpoint."`
-	AllowHTTPForLocalTesting bool               `json:"allow_http_for_local_testing" doc:"Allow an http endpoint_url whose host is localhost, 127.0.0.1 or ::1."`
-	RegionName               *string            `json:"region_name" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$" doc:"AWS region; null means the SDK's resolution (AWS_REGION, profile), else us-east-1."`
-	CredentialMode           string             `json:"credential_mode" enum:"default_chain,environment,profile" doc:"default_chain: the SDK's default credential chain; environment: keys from the variables named by aws_*_env; profile: the shared-config profile profile_name."`
-	ProfileName              *string            `json:"profile_name" pattern:"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$" doc:"Shared-config profile; only with credential_mode profile, where it is required."`
-	AWSAccessKeyIDEnv        *string            `json:"aws_access_key_id_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the access key id; credential_mode environment only (required there)."`
-	AWSSecretAccessKeyEnv    *string            `json:"aws_secret_access_key_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the secret access key; credential_mode environment only (required there)."`
-	AWSSessionTokenEnv       *string            `json:"aws_session_token_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding a session token; credential_mode environment only."`
-	KeyStrategy              string             `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the object key is derived from (data-shapes §11)."`
-	KeyPrefix                *string            `json:"key_prefix" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$" doc:"Written as '<key_prefix>:' before the strategy's key."`
-	ObjectSuffix             string             `json:"object_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Suffix of every object key."`
-	DuplicatePolicy          string             `json:"duplicate_policy" enum:"skip_existing,replace,fail_existing" doc:"An existing key is a duplicate (skip_existing), is overwritten (replace), or dead-letters the message (fail_existing)."`
-	ObjectFormat             string             `json:"object_format" enum:"envelope,payload" doc:"Object body: the nats_sinks.s3.object.v1 envelope, or the normalised payload alone."`
-	MetadataMode             string             `json:"metadata_mode" enum:"none,object_metadata,sidecar" doc:"none: no user metadata; object_metadata: x-amz-meta-* headers; sidecar: those plus a nats_sinks.s3.sidecar.v1 object beside each object."`
-	SidecarSuffix            string             `json:"sidecar_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Replaces object_suffix in the sidecar's key; must differ from object_suffix."`
-	PayloadMode              record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
-	Compression              string             `json:"compression" enum:"none,gzip" doc:"gzip compresses the primary object (Content-Encoding: gzip); object_suffix must then not be .json."`
-	ContentType              string             `json:"content_type" enum:"application/json" doc:"Content-Type of every object."`
-	ObjectMetadata           map[string]string  `json:"object_metadata" maxitems:"32" nopad:"true" nocontrol:"true" maxlen:"256" doc:"Extra user metadata (at most 32): names ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$, unique ignoring case; values at most 256 characters."`
-	ServerSideEncryption     string             `json:"server_side_encryption" enum:"none,AES256" doc:"Server-side encryption requested for every object."`
-	MaxKeyBytes              int                `json:"max_key_bytes" min:"64" max:"1024" doc:"Longest object key in UTF-8 bytes; a longer key dead-letters the message."`
-	MaxObjectBytes           int                `json:"max_object_bytes" min:"1" max:"1073741824" doc:"Largest object body, checked before and after compression; a larger one dead-letters the message."`
-	MaxMetadataBytes         int                `json:"max_metadata_bytes" min:"128" max:"65536" doc:"Largest sum of UTF-8 bytes of user-metadata names and values."`
-	RequestTimeoutSeconds    float64            `json:"request_timeout_seconds" xmin:"0" max:"300" doc:"Timeout of one request attempt."`
-	MaxRetries               int                `json:"max_retries" min:"0" max:"10" doc:"Retries of a temporary failure inside one write, after the first attempt."`
-	RetryBackoffMS           int                `json:"retry_backoff_ms" min:"0" max:"60000" doc:"Base retry delay in milliseconds."`
-	RetryMaxBackoffMS        int                `json:"retry_max_backoff_ms" min:"0" max:"300000" doc:"Largest retry delay in milliseconds; at least retry_backoff_ms."`
-	RetryBackoffMode         string             `json:"retry_backoff_mode" enum:"fixed,linear,exponential" doc:"How the retry delay grows with the attempt."`
-	RetryBackoffMultiplier   float64            `json:"retry_backoff_multiplier" min:"1" max:"10" doc:"Growth factor of exponential mode."`
-	RetryJitter              string             `json:"retry_jitter" enum:"none,full,equal" doc:"Random spread of the retry delay."`
-	Durability               string             `json:"durability" enum:"operator_confirmed" doc:"The store's own durability is what the sink relies on."`
-	Concurrency              int                `json:"concurrency" min:"1" max:"256" doc:"[ext] Messages of one batch written at once; 1 writes in order and stops at the first temporary failure."`
-	ExistenceCheck           string             `json:"existence_check" enum:"conditional_put,head" doc:"[ext] How skip_existing and fail_existing detect an existing key: conditional_put (If-None-Match: *, switching to head when the store answers 501) or head (HEAD then PUT; one writer per key)."`
-
-	// Metrics, when set (by the CLI), receives s3_put_seconds and
-	// s3_duplicates_total. Nil means no sink metrics.
-	Metrics *telemetry.Metrics `json:"-"`
-	// Logger receives the one warning the sink logs (the switch to
-	// HEAD-then-PUT). Nil means no logging.
-	Logger *slog.Logger `json:"-"`
-	// Env looks up the environment variables of credential_mode
-	// environment; nil means the process environment. Tests set it.
-	Env config.Env `json:"-"`
+	Type                     string            `json:"type" trim:"true" lower:"true" enum:"s3" doc:"Sink type."`
+	Bucket                   string            `json:"bucket" required:"true" pattern:"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$" doc:"Bucket name: 3-63 characters of a-z, 0-9, '.', '-'; no '..', '.-', '-.'; not an IP address."`
+	Prefix                   *string           `json:"prefix" blanknull:"true" maxlen:"1024" doc:"Key prefix of '/'-separated segments (each ^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$, not '.' or '..'), without leading or trailing '/'. Blank or null means none."`
+	EndpointURL              *string           `json:"endpoint_url" blanknull:"true" doc:"S3-compatible endpoint http(s)://host[:port] (no credentials, path, query or fragment); path-style addressing is used with it. null means AWS's regional endpoint."`
+	AllowHTTPForLocalTesting bool              `json:"allow_http_for_local_testing" doc:"Allow an http endpoint_url whose host is localhost, 127.0.0.1 or ::1."`
+	RegionName               *string           `json:"region_name" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$" doc:"AWS region; null means the SDK's resolution (AWS_REGION, profile), else us-east-1."`
+	CredentialMode           string            `json:"credential_mode" enum:"default_chain,environment,profile" doc:"default_chain: the SDK's default credential chain; environment: keys from the variables named by aws_*_env; profile: the shared-config profile profile_name."`
+	ProfileName              *string           `json:"profile_name" pattern:"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$" doc:"Shared-config profile; only with credential_mode profile, where it is required."`
+	AWSAccessKeyIDEnv        *string           `json:"aws_access_key_id_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the access key id; credential_mode environment only (required there)."`
+	AWSSecretAccessKeyEnv    *string           `json:"aws_secret_access_key_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the secret access key; credential_mode environment only (required there)."`
+	AWSSessionTokenEnv       *string           `json:"aws_session_token_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding a session token; credential_mode environment only."`
+	KeyStrategy              string            `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the object key is derived from (data-shapes §11)."`
+	KeyPrefix                *string           `json:"key_prefix" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$" doc:"Written as '<key_prefix>:' before the strategy's key."`
+	ObjectSuffix             string            `json:"object_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Suffix of every object key."`
+	DuplicatePolicy          string            `json:"duplicate_policy" enum:"skip_existing,replace,fail_existing" doc:"An existing key is a duplicate (skip_existing), is overwritten (replace), or dead-letters the message (fail_existing)."`
+	ObjectFormat             string            `json:"object_format" enum:"envelope,payload" doc:"Object body: the nats_sinks.s3.object.v1 envelope, or the normalised payload alone."`
+	MetadataMode             string            `json:"metadata_mode" enum:"none,object_metadata,sidecar" doc:"none: no user metadata; object_metadata: x-amz-meta-* headers; sidecar: those plus a nats_sinks.s3.sidecar.v1 object beside each object."`
+	SidecarSuffix            string            `json:"sidecar_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Replaces object_suffix in the sidecar's key; must differ from object_suffix."`
+	PayloadMode              string            `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
+	Compression              string            `json:"compression" enum:"none,gzip" doc:"gzip compresses the primary object (Content-Encoding: gzip); object_suffix must then not be .json."`
+	ContentType              string            `json:"content_type" enum:"application/json" doc:"Content-Type of every object."`
+	ObjectMetadata           map[string]string `json:"object_metadata" maxitems:"32" nopad:"true" nocontrol:"true" maxlen:"256" doc:"Extra user metadata (at most 32): names ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$, unique ignoring case; values at most 256 characters."`
+	ServerSideEncryption     string            `json:"server_side_encryption" enum:"none,AES256" doc:"Server-side encryption requested for every object."`
+	MaxKeyBytes              int               `json:"max_key_bytes" min:"64" max:"1024" doc:"Longest object key in UTF-8 bytes; a longer key dead-letters the message."`
+	MaxObjectBytes           int               `json:"max_object_bytes" min:"1" max:"1073741824" doc:"Largest object body, checked before and after compression; a larger one dead-letters the message."`
+	MaxMetadataBytes         int               `json:"max_metadata_bytes" min:"128" max:"65536" doc:"Largest sum of UTF-8 bytes of user-metadata names and values."`
+	RequestTimeoutSeconds    float64           `json:"request_timeout_seconds" xmin:"0" max:"300" doc:"Timeout of one request attempt."`
+	MaxRetries               int               `json:"max_retries" min:"0" max:"10" doc:"Retries of a temporary failure inside one write, after the first attempt."`
+	RetryBackoffMS           int               `json:"retry_backoff_ms" min:"0" max:"60000" doc:"Base retry delay in milliseconds."`
+	RetryMaxBackoffMS        int               `json:"retry_max_backoff_ms" min:"0" max:"300000" doc:"Largest retry delay in milliseconds; at least retry_backoff_ms."`
+	RetryBackoffMode         string            `json:"retry_backoff_mode" enum:"fixed,linear,exponential" doc:"How the retry delay grows with the attempt."`
+	RetryBackoffMultiplier   float64           `json:"retry_backoff_multiplier" min:"1" max:"10" doc:"Growth factor of exponential mode."`
+	RetryJitter              string            `json:"retry_jitter" enum:"none,full,equal" doc:"Random spread of the retry delay."`
+	Durability               string            `json:"durability" enum:"operator_confirmed" doc:"The store's own durability is what the sink relies on."`
+	Concurrency              int               `json:"concurrency" min:"1" max:"256" doc:"[ext] Messages of one batch written at once; 1 writes in order and stops at the first temporary failure."`
+	ExistenceCheck           string            `json:"existence_check" enum:"conditional_put,head" doc:"[ext] How skip_existing and fail_existing detect an existing key: conditional_put (If-None-Match: *, switching to head when the store answers 501) or head (HEAD then PUT; one writer per key)."`
 }
 
 var _ fields.Validator = (*Config)(nil)
@@ -97,7 +84,7 @@ func Default() Config {
 		ObjectFormat:           "envelope",
 		MetadataMode:           "object_metadata",
 		SidecarSuffix:          ".metadata.json",
-		PayloadMode:            record.JSONOrEnvelope,
+		PayloadMode:            string(record.JSONOrEnvelope),
 		Compression:            "none",
 		ContentType:            "application/json",
 		ObjectMetadata:         map[string]string{},
@@ -129,51 +116,24 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 	return c, nil
 }
 
-// Validate checks the rules the struct tags cannot express; fields.DecodeSink
-// calls it after decoding.
-func (c *Config) Validate(p *fields.Problems) {
-	for _, pr := range c.problems() {
-		p.Add(pr.Path, pr.Message)
-	}
-}
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express. Problems have paths relative to the sink
+// object and come back as one *sink.ConfigError, or nil. Decode calls it on
+// the decoded object, New before anything else, so a Config built in Go is
+// checked like a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// WithEnv returns c reading its *_env keys through env (nil: the process
-// environment); pipeline.OpenSink passes the environment it was given.
-func (c Config) WithEnv(env config.Env) sink.Opener {
-	c.Env = env
-	return c
-}
-
-// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
-// for every sink that has metrics of its own.
-func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
-	c.Metrics = m
-	return c
-}
-
-// WithLogger returns c with its warnings logged to l.
-func (c Config) WithLogger(l *slog.Logger) sink.Opener {
-	c.Logger = l
-	return c
-}
-
 var (
-	bucketName  = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 	segmentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$`)
-	regionName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	profileName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`)
-	envName     = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-	keyPrefix   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$`)
-	suffix      = regexp.MustCompile(`^\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
 	metaName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
@@ -189,14 +149,12 @@ const (
 	metaMessageIDHash = "nats-sinks-message-id-sha256"
 )
 
-// problems returns every problem of the rules that need more than one key,
-// in schema order. New runs it too, for Configs built by hand, so it also
-// repeats the per-key rules a hand-built Config could break.
-func (c *Config) problems() []sink.Problem {
-	var out []sink.Problem
-	add := func(path, format string, args ...any) {
-		out = append(out, sink.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
+// rules checks what the struct tags cannot express: bucket names S3
+// rejects, the prefix's segments, the endpoint URL, the keys of each
+// credential mode, the sidecar and compression rules, object metadata
+// names and size, and the retry delays.
+func (c *Config) rules(p *fields.Problems) {
+	add := func(path, format string, args ...any) { p.Addf(path, format, args...) }
 	if msg := checkBucket(c.Bucket); msg != "" {
 		add("bucket", "%s", msg)
 	}
@@ -210,20 +168,8 @@ func (c *Config) problems() []sink.Problem {
 			add("endpoint_url", "%s", msg)
 		}
 	}
-	if c.RegionName != nil && !regionName.MatchString(*c.RegionName) {
-		add("region_name", "must match %s (got %q)", regionName, *c.RegionName)
-	}
 	c.credentialProblems(add)
-	oneOf(add, "key_strategy", c.KeyStrategy, "idempotency_key", "stream_sequence", "message_id", "payload_sha256")
-	if c.KeyPrefix != nil && !keyPrefix.MatchString(*c.KeyPrefix) {
-		add("key_prefix", "must match %s (got %q)", keyPrefix, *c.KeyPrefix)
-	}
-	if !suffix.MatchString(c.ObjectSuffix) {
-		add("object_suffix", "must match %s (got %q)", suffix, c.ObjectSuffix)
-	}
-	oneOf(add, "duplicate_policy", c.DuplicatePolicy, "skip_existing", "replace", "fail_existing")
-	oneOf(add, "object_format", c.ObjectFormat, "envelope", "payload")
-	if oneOf(add, "metadata_mode", c.MetadataMode, "none", "object_metadata", "sidecar") && c.MetadataMode == "sidecar" {
+	if c.MetadataMode == "sidecar" {
 		if c.DuplicatePolicy == "fail_existing" {
 			// A crash between the object and its sidecar would leave the
 			// redelivery to fail on the object it wrote itself.
@@ -233,69 +179,21 @@ func (c *Config) problems() []sink.Problem {
 			add("sidecar_suffix", "must differ from object_suffix (both %q)", c.ObjectSuffix)
 		}
 	}
-	if !suffix.MatchString(c.SidecarSuffix) {
-		add("sidecar_suffix", "must match %s (got %q)", suffix, c.SidecarSuffix)
-	}
-	switch c.PayloadMode {
-	case record.JSONOrEnvelope, record.JSONOnly, record.TextEnvelope, record.BytesEnvelope:
-	default:
-		add("payload_mode", "must be one of json_or_envelope, json_only, text_envelope, bytes_envelope (got %q)", c.PayloadMode)
-	}
-	if oneOf(add, "compression", c.Compression, "none", "gzip") && c.Compression == "gzip" && c.ObjectSuffix == ".json" {
+	if c.Compression == "gzip" && c.ObjectSuffix == ".json" {
 		add("compression", "gzip needs an object_suffix other than .json (such as .json.gz)")
 	}
-	oneOf(add, "content_type", c.ContentType, "application/json")
 	c.metadataProblems(add)
-	oneOf(add, "server_side_encryption", c.ServerSideEncryption, "none", "AES256")
-	between(add, "max_key_bytes", c.MaxKeyBytes, 64, 1024)
-	between(add, "max_object_bytes", c.MaxObjectBytes, 1, 1073741824)
-	between(add, "max_metadata_bytes", c.MaxMetadataBytes, 128, 65536)
-	if !(c.RequestTimeoutSeconds > 0 && c.RequestTimeoutSeconds <= 300) {
-		add("request_timeout_seconds", "must be greater than 0 and at most 300 (got %v)", c.RequestTimeoutSeconds)
-	}
-	between(add, "max_retries", c.MaxRetries, 0, 10)
-	between(add, "retry_backoff_ms", c.RetryBackoffMS, 0, 60000)
-	if between(add, "retry_max_backoff_ms", c.RetryMaxBackoffMS, 0, 300000) && c.RetryMaxBackoffMS < c.RetryBackoffMS {
+	if c.RetryMaxBackoffMS < c.RetryBackoffMS {
 		add("retry_max_backoff_ms", "must be at least retry_backoff_ms (%d) (got %d)", c.RetryBackoffMS, c.RetryMaxBackoffMS)
 	}
-	oneOf(add, "retry_backoff_mode", c.RetryBackoffMode, "fixed", "linear", "exponential")
-	if !(c.RetryBackoffMultiplier >= 1 && c.RetryBackoffMultiplier <= 10) {
-		add("retry_backoff_multiplier", "must be between 1 and 10 (got %v)", c.RetryBackoffMultiplier)
-	}
-	oneOf(add, "retry_jitter", c.RetryJitter, "none", "full", "equal")
-	oneOf(add, "durability", c.Durability, "operator_confirmed")
-	between(add, "concurrency", c.Concurrency, 1, 256)
-	oneOf(add, "existence_check", c.ExistenceCheck, "conditional_put", "head")
-	return out
 }
 
 type addFunc func(path, format string, args ...any)
 
-// oneOf reports whether v is one of allowed, adding a problem if not.
-func oneOf(add addFunc, path, v string, allowed ...string) bool {
-	if slices.Contains(allowed, v) {
-		return true
-	}
-	add(path, "must be one of %s (got %q)", strings.Join(allowed, ", "), v)
-	return false
-}
-
-// between reports whether lo ≤ v ≤ hi, adding a problem if not.
-func between(add addFunc, path string, v, lo, hi int) bool {
-	if v >= lo && v <= hi {
-		return true
-	}
-	add(path, "must be between %d and %d (got %d)", lo, hi, v)
-	return false
-}
-
-// checkBucket returns the problem with a bucket name, or "".
+// checkBucket returns the problem with a bucket name the pattern tag lets
+// through, or "".
 func checkBucket(b string) string {
 	switch {
-	case b == "":
-		return "required"
-	case !bucketName.MatchString(b):
-		return fmt.Sprintf("must match %s (got %q)", bucketName, b)
 	case strings.Contains(b, ".."), strings.Contains(b, ".-"), strings.Contains(b, "-."):
 		return fmt.Sprintf("must not contain \"..\", \".-\" or \"-.\" (got %q)", b)
 	case net.ParseIP(b) != nil:
@@ -307,8 +205,6 @@ func checkBucket(b string) string {
 // checkPrefix returns the problem with the key prefix, or "".
 func checkPrefix(p string) string {
 	switch {
-	case len([]rune(p)) > 1024:
-		return "must be at most 1024 characters"
 	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/"):
 		return fmt.Sprintf("must not start or end with \"/\" (got %q)", p)
 	case strings.Contains(p, "//"):
@@ -367,12 +263,6 @@ func isLocalHost(host string) bool {
 // each mode. Credentials themselves never appear in the file: only the
 // names of the variables or the profile that hold them.
 func (c *Config) credentialProblems(add addFunc) {
-	if !oneOf(add, "credential_mode", c.CredentialMode, "default_chain", "environment", "profile") {
-		return
-	}
-	if c.ProfileName != nil && !profileName.MatchString(*c.ProfileName) {
-		add("profile_name", "must match %s (got %q)", profileName, *c.ProfileName)
-	}
 	switch {
 	case c.CredentialMode == "profile" && c.ProfileName == nil:
 		add("profile_name", "required with credential_mode profile")
@@ -389,9 +279,6 @@ func (c *Config) credentialProblems(add addFunc) {
 		{"aws_session_token_env", c.AWSSessionTokenEnv, false},
 	}
 	for _, k := range envKeys {
-		if k.v != nil && !envName.MatchString(*k.v) {
-			add(k.path, "must match %s (got %q)", envName, *k.v)
-		}
 		switch {
 		case c.CredentialMode == "environment" && k.required && k.v == nil:
 			add(k.path, "required with credential_mode environment")
@@ -404,9 +291,6 @@ func (c *Config) credentialProblems(add addFunc) {
 // metadataProblems checks object_metadata's names and the total size of the
 // user metadata the sink will write.
 func (c *Config) metadataProblems(add addFunc) {
-	if len(c.ObjectMetadata) > 32 {
-		add("object_metadata", "must have at most 32 entries (got %d)", len(c.ObjectMetadata))
-	}
 	names := make([]string, 0, len(c.ObjectMetadata))
 	for name := range c.ObjectMetadata {
 		names = append(names, name)
@@ -430,11 +314,6 @@ func (c *Config) metadataProblems(add addFunc) {
 			add(path, "duplicates %s (metadata names are case-insensitive)", prev)
 		}
 		seen[lower] = path
-		v := c.ObjectMetadata[name]
-		if strings.TrimSpace(v) != v || fields.HasControl(v) || len([]rune(v)) > 256 {
-			// Decode's tags report this first; this covers hand-built Configs.
-			add(path, "value must be at most 256 characters, without surrounding whitespace or control characters")
-		}
 	}
 	if c.MetadataMode == "none" {
 		return

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
@@ -29,8 +28,6 @@ func problems(t *testing.T, err error) []sink.Problem {
 	return ce.Problems
 }
 
-var ignoreFuncs = cmpopts.IgnoreFields(Config{}, "Env", "Metrics", "Logger")
-
 func TestDecodeDefaults(t *testing.T) {
 	op, err := Decode([]byte(`{"type":"s3","bucket":"nats-archive"}`))
 	if err != nil {
@@ -38,7 +35,7 @@ func TestDecodeDefaults(t *testing.T) {
 	}
 	want := Default()
 	want.Bucket = "nats-archive"
-	if diff := cmp.Diff(want, op.(Config), ignoreFuncs); diff != "" {
+	if diff := cmp.Diff(want, op.(Config)); diff != "" {
 		t.Errorf("Decode mismatch (-want +got):\n%s", diff)
 	}
 	// Spot-check the spec's defaults (sinks.md §8) rather than trusting
@@ -219,7 +216,7 @@ func TestOpenEnvironmentCredentials(t *testing.T) {
 	c := Default()
 	c.Bucket, c.CredentialMode = "abc", "environment"
 	c.AWSAccessKeyIDEnv, c.AWSSecretAccessKeyEnv, c.AWSSessionTokenEnv = ptr("K_ID"), ptr("K_SECRET"), ptr("K_TOKEN")
-	c.Env = func(name string) (string, bool) {
+	env := func(name string) (string, bool) {
 		switch name {
 		case "K_ID":
 			return "AKID", true
@@ -228,7 +225,7 @@ func TestOpenEnvironmentCredentials(t *testing.T) {
 		}
 		return "", false
 	}
-	_, err := New(t.Context(), c)
+	_, err := New(t.Context(), c, sink.Deps{Env: env})
 	want := []sink.Problem{
 		{Path: "aws_secret_access_key_env", Message: "environment variable K_SECRET must not have surrounding whitespace"},
 		{Path: "aws_session_token_env", Message: "environment variable K_TOKEN is not set"},
@@ -253,7 +250,7 @@ func TestOpenProfile(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
 	c := Default()
 	c.Bucket, c.CredentialMode, c.ProfileName = "abc", "profile", ptr("archive")
-	s, err := New(t.Context(), c)
+	s, err := New(t.Context(), c, sink.Deps{})
 	if err != nil {
 		t.Fatalf("New with profile archive: %v", err)
 	}
@@ -266,9 +263,12 @@ func TestOpenProfile(t *testing.T) {
 	}
 
 	c.ProfileName = ptr("missing")
-	_, err = New(t.Context(), c)
+	_, err = New(t.Context(), c, sink.Deps{})
 	if !errors.Is(err, sink.ErrConfig) {
 		t.Errorf("New with a missing profile = %v, want a sink.ErrConfig error", err)
+	}
+	if ce, ok := errors.AsType[*sink.ConfigError](err); !ok || len(ce.Problems) != 1 || ce.Problems[0].Path != "profile_name" {
+		t.Errorf("New with a missing profile = %v, want a problem at profile_name", err)
 	}
 }
 

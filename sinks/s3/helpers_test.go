@@ -168,17 +168,25 @@ func (st *store) config() Config {
 	c.CredentialMode = "environment"
 	c.AWSAccessKeyIDEnv = ptr("TEST_AWS_KEY_ID")
 	c.AWSSecretAccessKeyEnv = ptr("TEST_AWS_SECRET")
-	c.Env = testEnv
 	return c
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // open starts a sink on c with a fixed clock and recorded, instant retry
-// delays, and stops it when the test ends.
+// delays, and stops it when the test ends. Its environment is testEnv.
 func open(t testing.TB, c Config) (*Sink, *backofftest.Recorder) {
 	t.Helper()
-	s, err := New(context.Background(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps; a nil deps.Env means testEnv.
+func openWith(t testing.TB, c Config, deps sink.Deps) (*Sink, *backofftest.Recorder) {
+	t.Helper()
+	if deps.Env == nil {
+		deps.Env = testEnv
+	}
+	s, err := New(context.Background(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -131,7 +131,6 @@ func TestDirectoryBucketChecksum(t *testing.T) {
 		c.Bucket = tt.bucket
 		c.CredentialMode = "environment"
 		c.AWSAccessKeyIDEnv, c.AWSSecretAccessKeyEnv = ptr("TEST_AWS_KEY_ID"), ptr("TEST_AWS_SECRET")
-		c.Env = testEnv
 		s, _ := open(t, c)
 		in := s.putInput(object{key: "k.json", body: body}, true)
 		sum := md5.Sum(body)

@@ -42,7 +42,7 @@ func (c *Config) prepare(e *sink.Envelope, now time.Time) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	p, err := record.NormalisePayload(e, c.PayloadMode)
+	p, err := record.NormalisePayload(e, record.PayloadMode(c.PayloadMode))
 	if err != nil {
 		return prepared{}, err
 	}

@@ -26,7 +26,6 @@ import (
 	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/internal/fanout"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 var _ sink.Sink = (*Sink)(nil)
@@ -54,8 +53,8 @@ type Sink struct {
 	headMode atomic.Bool
 	warnOnce sync.Once
 
-	putSeconds *telemetry.Histogram
-	duplicates *telemetry.Counter
+	putSeconds sink.Histogram
+	duplicates sink.Counter
 
 	// sleep waits d or until ctx is done; tests replace it to record the
 	// backoff delays without waiting.
@@ -65,15 +64,16 @@ type Sink struct {
 	now    func() time.Time
 }
 
-// New validates c (a Config built by hand is checked like a decoded one),
-// reads the credentials' environment variables or profile and creates the
-// S3 client. It makes no request: whether the bucket exists and the
-// credentials work shows with the first PUT (sinks.md §8). Missing variables
-// and profiles are configuration errors (*sink.ConfigError, or wrapping
-// sink.ErrConfig; exit 2 in the CLI).
-func New(ctx context.Context, c Config) (*Sink, error) {
-	if probs := c.problems(); len(probs) > 0 {
-		return nil, &sink.ConfigError{Problems: probs}
+// New validates c (Config.Validate), reads the credentials' environment
+// variables (through deps) or profile and creates the S3 client. It makes
+// no request: whether the bucket exists and the credentials work shows with
+// the first PUT (sinks.md §8). Missing variables and profiles are
+// configuration errors (*sink.ConfigError naming the key, or wrapping
+// sink.ErrConfig; exit 2 in the CLI). The one warning the sink logs (the
+// switch to HEAD-then-PUT) goes to deps' logger.
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	opts := []func(*awsconfig.LoadOptions) error{
 		// Retries happen in the sink, per the retry keys, so that one
@@ -93,7 +93,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	}
 	switch c.CredentialMode {
 	case "environment":
-		p, err := c.envCredentials()
+		p, err := c.envCredentials(deps)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +104,12 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		// Loading reads only the environment and the shared config and
-		// credentials files: a failure is a configuration problem.
+		// credentials files: a failure is a configuration problem, and
+		// with a named profile that profile is to blame.
+		if c.CredentialMode == "profile" {
+			return nil, &sink.ConfigError{Problems: []sink.Problem{{Path: "profile_name",
+				Message: fmt.Sprintf("cannot load AWS configuration: %v", err)}}}
+		}
 		return nil, fmt.Errorf("s3 sink: load AWS configuration: %w: %w", err, sink.ErrConfig)
 	}
 	if awsCfg.Region == "" {
@@ -140,28 +145,26 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		client:          client,
 		directoryBucket: strings.HasSuffix(c.Bucket, "--x-s3"),
 		timeout:         time.Duration(c.RequestTimeoutSeconds * float64(time.Second)),
-		log:             c.Logger,
+		log:             deps.Log(),
 		sleep:           retrydelay.Sleep,
 		jitter:          retrydelay.Draw,
 		now:             time.Now,
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	s.headMode.Store(c.ExistenceCheck == "head")
-	s.putSeconds, _ = c.Metrics.NewHistogram("s3_put_seconds", "Duration of one S3 request attempt (PUT, or HEAD in head mode).", nil)
-	s.duplicates, _ = c.Metrics.NewCounter("s3_duplicates_total", "Messages whose S3 object already existed (reported Duplicate).")
+	m := deps.Meter()
+	s.putSeconds, _ = m.Histogram("s3_put_seconds", "Duration of one S3 request attempt (PUT, or HEAD in head mode).", nil)
+	s.duplicates, _ = m.Counter("s3_duplicates_total", "Messages whose S3 object already existed (reported Duplicate).")
 	return s, nil
 }
 
 // envCredentials reads the variables named by aws_*_env.
-func (c *Config) envCredentials() (aws.CredentialsProvider, error) {
+func (c *Config) envCredentials(deps sink.Deps) (aws.CredentialsProvider, error) {
 	var probs []sink.Problem
 	read := func(path string, name *string) string {
 		if name == nil {
 			return ""
 		}
-		v, ok := c.Env.Lookup(*name)
+		v, ok := deps.LookupEnv(*name)
 		switch {
 		case !ok:
 			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s is not set", *name)})
@@ -245,7 +248,7 @@ func (s *Sink) write(ctx context.Context, e *sink.Envelope) sink.Result {
 		}
 	}
 	if existed {
-		s.duplicates.Inc()
+		s.duplicates.Add(1)
 		return sink.Result{Outcome: sink.Duplicate}
 	}
 	return sink.Ok

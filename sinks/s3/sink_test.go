@@ -176,7 +176,7 @@ func TestDuplicatePolicies(t *testing.T) {
 			}
 			c := st.config()
 			c.DuplicatePolicy = tt.policy
-			s, _ := open(t, c.WithMetrics(m).(Config))
+			s, _ := openWith(t, c, sink.Deps{Metrics: m.ForSinks()})
 			var got []sink.Result
 			got = append(got, s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Golden()})...)
 			s.now = func() time.Time { return shapestest.Stored.Add(time.Second) }
@@ -191,10 +191,10 @@ func TestDuplicatePolicies(t *testing.T) {
 			if !bytes.Contains(body, tt.wantStored) {
 				t.Errorf("stored object does not contain %s", tt.wantStored)
 			}
-			if n := s.duplicates.Value(); n != tt.wantDups {
+			if n := s.duplicates.(*telemetry.Counter).Value(); n != tt.wantDups {
 				t.Errorf("s3_duplicates_total = %d, want %d", n, tt.wantDups)
 			}
-			if n := s.putSeconds.Summary().Count; n != 2 {
+			if n := s.putSeconds.(*telemetry.Histogram).Summary().Count; n != 2 {
 				t.Errorf("s3_put_seconds count = %v, want 2 (one PUT per write)", n)
 			}
 			// skip_existing and fail_existing send If-None-Match: *;
@@ -219,8 +219,7 @@ func TestConditionalPutFallback(t *testing.T) {
 	st.setFront(refuseConditionalPut)
 	var logs bytes.Buffer
 	c := st.config()
-	c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	s, _ := open(t, c)
+	s, _ := openWith(t, c, sink.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	rs := s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("F", 1), shapestest.Envelope("F", 2)})
 	rs = append(rs, s.WriteBatch(t.Context(), []*sink.Envelope{shapestest.Envelope("F", 1)})...)

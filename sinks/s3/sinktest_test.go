@@ -91,7 +91,7 @@ func TestConformance(t *testing.T) {
 			tt.modify(&c)
 			sinktest.Run(t, sinktest.Harness{
 				Open: func(t *testing.T) sink.Sink {
-					s, err := New(t.Context(), c)
+					s, err := New(t.Context(), c, sink.Deps{Env: testEnv})
 					if err != nil {
 						t.Fatalf("New: %v", err)
 					}

@@ -11,11 +11,12 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // Config is the sqlite sink's configuration (sinks.md §6 and the shared
@@ -31,11 +32,7 @@ type Config struct {
 	Mode                string    `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (sinks.md §2)."`
 	UpsertUpdateColumns *[]string `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
 	AutoCreate          bool      `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
-	sqlmodel.Shared[sqlmodel.UpsertRoute]
-
-	// Metrics, when set (by the CLI), receives sqlite_commit_seconds and
-	// sqlite_duplicates_total. Nil means no sink metrics.
-	Metrics *telemetry.Metrics `json:"-"`
+	sqlconfig.Shared[sqlconfig.UpsertRoute]
 }
 
 var _ fields.Validator = (*Config)(nil)
@@ -51,7 +48,7 @@ func Default() Config {
 		BusyTimeoutMS:   5000,
 		Mode:            string(sqlmodel.Upsert),
 		AutoCreate:      true,
-		Shared:          sqlmodel.DefaultShared[sqlmodel.UpsertRoute](sqlmodel.SQLite),
+		Shared:          sqlmodel.DefaultShared[sqlconfig.UpsertRoute](sqlmodel.SQLite),
 	}
 }
 
@@ -70,24 +67,26 @@ func (c *Config) options() sqlmodel.Options {
 	return sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns, AutoCreate: c.AutoCreate}
 }
 
-// Validate checks the rules the struct tags cannot express (the shared
-// relational rules); fields.DecodeSink calls it after decoding.
-func (c *Config) Validate(p *fields.Problems) {
-	c.Shared.Validate(sqlmodel.SQLite, c.options(), p)
+// Validate checks c: the rules of the struct tags and, when they pass, the
+// rules they cannot express (the path, and the shared relational rules of
+// sinks.md §2 with SQLite's identifiers). Problems have paths relative to
+// the sink object and come back as one *sink.ConfigError, or nil. Decode
+// calls it on the decoded object, New before anything else, so a Config
+// built in Go is checked like a loaded one.
+func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
+
+func (c *Config) rules(p *fields.Problems) {
+	if strings.ContainsRune(c.Path, 0) {
+		p.Add("path", "must not contain NUL")
+	}
+	sqlmodel.Check(&c.Shared, sqlmodel.SQLite, c.options(), p)
 }
 
 // Open starts the sink; it is New behind the sink.Opener interface.
-func (c Config) Open(ctx context.Context) (sink.Sink, error) {
-	s, err := New(ctx, c)
+func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
+	s, err := New(ctx, c, deps)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// WithMetrics returns c with its sink metrics reported to m; the CLI calls it
-// for every sink that has metrics of its own.
-func (c Config) WithMetrics(m *telemetry.Metrics) sink.Opener {
-	c.Metrics = m
-	return c
 }

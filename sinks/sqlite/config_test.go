@@ -52,7 +52,7 @@ func TestDecodeRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := o.(Config)
-	m, err := c.Shared.Compile(sqlmodel.SQLite, c.options())
+	m, err := sqlmodel.Compile(&c.Shared, sqlmodel.SQLite, c.options())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 var (
@@ -53,16 +52,20 @@ type Sink struct {
 	open bool
 
 	w        sqlmodel.Writer
-	commit   *telemetry.Histogram
-	dups     *telemetry.Counter
+	commit   sink.Histogram
+	dups     sink.Counter
 	stopOnce sync.Once
 }
 
-// New opens (and creates) the database, applies the durability pragmas and,
-// with auto_create, creates the sink's tables. Build c from Default():
-// invalid values are reported as a *sink.ConfigError.
-func New(ctx context.Context, c Config) (*Sink, error) {
-	model, err := check(c)
+// New validates c (Config.Validate), opens (and creates) the database,
+// applies the durability pragmas and, with auto_create, creates the sink's
+// tables. Build c from Default(): invalid values are reported as a
+// *sink.ConfigError.
+func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	model, err := sqlmodel.Compile(&c.Shared, sqlmodel.SQLite, c.options())
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +99,9 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		db.Close()
 		return nil, err
 	}
-	s.commit = sqlmodel.Histogram(c.Metrics, "sqlite_commit_seconds", "Time spent in SQLite COMMIT.")
-	s.dups = sqlmodel.Counter(c.Metrics, "sqlite_duplicates_total", "Rows SQLite found already present (insert_ignore, or upsert without update columns).")
+	m := deps.Meter()
+	s.commit = sqlmodel.Histogram(m, "sqlite_commit_seconds", "Time spent in SQLite COMMIT.")
+	s.dups = sqlmodel.Counter(m, "sqlite_duplicates_total", "Rows SQLite found already present (insert_ignore, or upsert without update columns).")
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -108,35 +112,6 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		},
 	}
 	return s, nil
-}
-
-// check validates the values a library user may have set by hand (Decode
-// has already done this for configuration files) and compiles the model.
-func check(c Config) (*sqlmodel.Model, error) {
-	var probs []sink.Problem
-	add := func(path, msg string) { probs = append(probs, sink.Problem{Path: path, Message: msg}) }
-	if strings.TrimSpace(c.Path) == "" {
-		add("path", "must not be empty")
-	} else if strings.ContainsRune(c.Path, 0) {
-		add("path", "must not contain NUL")
-	}
-	if c.JournalMode != "wal" && c.JournalMode != "delete" {
-		add("journal_mode", fmt.Sprintf("must be one of wal, delete (got %q)", c.JournalMode))
-	}
-	if c.Synchronous != "full" && c.Synchronous != "extra" {
-		add("synchronous", fmt.Sprintf("must be one of full, extra (got %q)", c.Synchronous))
-	}
-	if c.BusyTimeoutMS < 0 || c.BusyTimeoutMS > 600000 {
-		add("busy_timeout_ms", fmt.Sprintf("must be between 0 and 600000 (got %d)", c.BusyTimeoutMS))
-	}
-	model, err := c.Shared.Compile(sqlmodel.SQLite, c.options())
-	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
-		probs = append(probs, ce.Problems...)
-	}
-	if probs != nil {
-		return nil, &sink.ConfigError{Problems: probs}
-	}
-	return model, nil
 }
 
 // dsn builds the modernc DSN. The path is a "file:" URI, so the characters

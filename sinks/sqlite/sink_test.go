@@ -22,6 +22,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sink/sinktest"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -47,7 +48,13 @@ func config(t *testing.T) Config {
 
 func open(t *testing.T, c Config) *Sink {
 	t.Helper()
-	s, err := New(t.Context(), c)
+	return openWith(t, c, sink.Deps{})
+}
+
+// openWith is open with deps.
+func openWith(t *testing.T, c Config, deps sink.Deps) *Sink {
+	t.Helper()
+	s, err := New(t.Context(), c, deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -196,7 +203,7 @@ func TestConstraintViolationIsSharedPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := c.Shared.Compile(sqlmodel.SQLite, c.options())
+	m, _ := sqlmodel.Compile(&c.Shared, sqlmodel.SQLite, c.options())
 	ddl := m.DDL(m.Tables[0])
 	ddl = ddl[:len(ddl)-2] + ",\n    check (subject <> 'bad')\n)"
 	if _, err := db.Exec(ddl); err != nil {
@@ -296,7 +303,7 @@ func TestReadOnlyDatabaseIsDestination(t *testing.T) {
 		s0 := open(t, c)
 		s0.Stop(t.Context())
 		remountReadOnly(t, filepath.Dir(c.Path))
-		s, err := New(t.Context(), c)
+		s, err := New(t.Context(), c, sink.Deps{})
 		if err == nil {
 			s.Stop(t.Context()) // let the read-only mount go
 		}
@@ -408,7 +415,7 @@ func TestPageSize(t *testing.T) {
 
 func TestRoutesAndHealthcheck(t *testing.T) {
 	c := config(t)
-	c.TableRoutes = []sqlmodel.UpsertRoute{{Subject: "audit.>", Table: "audit_events"}}
+	c.TableRoutes = []sqlconfig.UpsertRoute{{Subject: "audit.>", Table: "audit_events"}}
 	s := open(t, c)
 	if err := s.Healthcheck(t.Context()); err != nil {
 		t.Fatalf("Healthcheck: %v", err)
@@ -425,7 +432,7 @@ func TestRoutesAndHealthcheck(t *testing.T) {
 func TestMessageIDStrategyRedelivery(t *testing.T) {
 	c := config(t)
 	c.Mode = "insert_ignore"
-	c.Idempotency.Strategy = sqlmodel.StrategyMessageID
+	c.Idempotency.Strategy = sqlconfig.StrategyMessageID
 	s := open(t, c)
 	// The same message id under two stream sequences (a producer retry)
 	// is stored once.
@@ -445,7 +452,7 @@ func TestConformance(t *testing.T) {
 			c.Mode = mode
 			sinktest.Run(t, sinktest.Harness{
 				Open: func(t *testing.T) sink.Sink {
-					s, err := New(t.Context(), c)
+					s, err := New(t.Context(), c, sink.Deps{})
 					if err != nil {
 						t.Fatalf("New: %v", err)
 					}
@@ -479,7 +486,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
 			c := Default()
 			c.Path = filepath.Join(b.TempDir(), "bench.db")
-			s, err := New(b.Context(), c)
+			s, err := New(b.Context(), c, sink.Deps{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -538,7 +545,7 @@ func TestUpsertKeyWithoutUniqueIndexIsDestination(t *testing.T) {
 	c := config(t)
 	s0 := open(t, c) // creates the table with the default key only
 	s0.Stop(t.Context())
-	c.Idempotency.Strategy = sqlmodel.StrategyMessageID
+	c.Idempotency.Strategy = sqlconfig.StrategyMessageID
 	c.AutoCreate = false
 	s := open(t, c)
 	rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "m1", `{}`)})
@@ -567,15 +574,14 @@ func TestMetrics(t *testing.T) {
 	}
 	c := config(t)
 	c.Mode = "insert_ignore"
-	c.Metrics = m
-	s := open(t, c)
+	s := openWith(t, c, sink.Deps{Metrics: m.ForSinks()})
 	batch := []*sink.Envelope{env("a", 1, "", `{}`), env("a", 2, "", `{}`)}
 	s.WriteBatch(t.Context(), batch)
 	s.WriteBatch(t.Context(), batch)
-	if got := s.dups.Value(); got != 2 {
+	if got := s.dups.(*telemetry.Counter).Value(); got != 2 {
 		t.Errorf("sqlite_duplicates_total = %d, want 2", got)
 	}
-	if got := s.commit.Summary().Count; got != 2 {
+	if got := s.commit.(*telemetry.Histogram).Summary().Count; got != 2 {
 		t.Errorf("sqlite_commit_seconds count = %v, want 2", got)
 	}
 	snap := string(m.Snapshot(time.Now()))
@@ -595,15 +601,14 @@ func TestMetricsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1, c2 := config(t), config(t)
-	c1.Metrics, c2.Metrics = m, m
-	s1 := open(t, c1)
-	s2 := open(t, c2)
+	s1 := openWith(t, c1, sink.Deps{Metrics: m.ForSinks()})
+	s2 := openWith(t, c2, sink.Deps{Metrics: m.ForSinks()})
 	for _, s := range []*Sink{s1, s2} {
 		if rs := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{}`)}); rs[0].Outcome != sink.Committed {
 			t.Fatalf("WriteBatch = %+v", rs[0])
 		}
 	}
-	if got := s1.commit.Summary().Count; got < 1 {
+	if got := s1.commit.(*telemetry.Histogram).Summary().Count; got < 1 {
 		t.Errorf("sqlite_commit_seconds count = %v, want the first sink's commit counted", got)
 	}
 }
