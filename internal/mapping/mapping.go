@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // MaxItems is the most mapping items one list may have.
@@ -44,17 +45,8 @@ const MaxItems = 256
 // Item is one configured mapping item: where a column's value comes from and
 // how it is converted. Default holds a jsonx tree value, decoded with
 // jsonx.ParseExact so that numbers keep their exact token; nil = no default.
-type Item struct {
-	Column    string `json:"column" required:"true" doc:"Column name (the database's identifier rule); distinct, ignoring case, from every other column of the row."`
-	Path      string `json:"path" required:"true" nocontrol:"true" maxlen:"1024" doc:"JSON Pointer into the payload (\"\" = whole payload, \"/order/id\"), or one of $subject, $header:<Name>, $priority, $classification, $labels, $stream_sequence, $received_at."`
-	Type      string `json:"type" required:"true" trim:"true" lower:"true" doc:"text, bigint, integer, double, numeric(p,s), boolean, timestamp, date, json, uuid or bytes."`
-	Required  bool   `json:"required" doc:"A missing or null value dead-letters the message."`
-	Default   any    `json:"default" doc:"Value for a missing (not null) input, converted at load like a payload value; not with required."`
-	EpochUnit string `json:"epoch_unit" enum:"s,ms,us,ns" doc:"Unit of numeric input for timestamp and date."`
-}
-
-// SetDefaults implements fields.Defaulter.
-func (it *Item) SetDefaults() { *it = Item{EpochUnit: "ms"} }
+// The type lives in package sqlconfig so that public Configs can hold it.
+type Item = sqlconfig.MappingItem
 
 // Kind is a mapped type without its parameters.
 type Kind int

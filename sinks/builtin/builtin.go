@@ -8,6 +8,7 @@ package builtin
 
 import (
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/clickhouse"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	kafkasink "github.com/nats-sinks/nats-sink/sinks/kafka"
@@ -41,6 +42,7 @@ func list() []builtin {
 		{"s3", s3sink.Decode, ptr(s3sink.Default())},
 		{"kafka", kafkasink.Decode, ptr(kafkasink.Default())},
 		{"nats", natssink.Decode, ptr(natssink.Default())},
+		{"clickhouse", clickhouse.Decode, ptr(clickhouse.Default())},
 	}
 }
 

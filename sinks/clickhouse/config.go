@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"regexp"
@@ -23,51 +22,52 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
-	"github.com/nats-sinks/nats-sink/internal/mapping"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // Config is the clickhouse sink's configuration. Default returns it with
 // every default; Decode fills it from a "sink" object.
 type Config struct {
-	Type                   string             `json:"type" trim:"true" lower:"true" enum:"clickhouse" doc:"Sink type."`
-	URL                    string             `json:"url" required:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Base URL of the ClickHouse HTTP interface: http(s)://host[:port][/path], no credentials, query or fragment. http only to localhost, 127.0.0.1 or ::1 unless allow_plaintext_http."`
-	EndpointAllowedHosts   []string           `json:"endpoint_allowed_hosts" unique:"true" lower:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"When non-empty, the URL's host must be one of these (lower-case host names)."`
-	AllowPlaintextHTTP     bool               `json:"allow_plaintext_http" doc:"Allow http to any host (credentials and rows travel unencrypted; logged as a warning at start)."`
-	Database               string             `json:"database" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" doc:"Database of the tables (case preserved)."`
-	Table                  string             `json:"table" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" doc:"Default table (one name; the database is separate)."`
-	TableRoutes            []Route            `json:"table_routes" doc:"Per-subject tables; the first route whose subject pattern matches wins, else table."`
-	User                   string             `json:"user" nonblank:"true" nocontrol:"true" doc:"User name, sent with HTTP Basic authentication."`
-	Password               *Secret            `json:"password" secret:"true" doc:"Password (prefer password_env or password_file); none means an empty password."`
-	PasswordEnv            *string            `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
-	PasswordFile           *string            `json:"password_file" nonblank:"true" doc:"File holding the password (one trailing newline removed), read at start."`
-	TLS                    TLS                `json:"tls" doc:"TLS settings for an https URL."`
-	RequestTimeoutMS       int                `json:"request_timeout_ms" min:"1000" max:"600000" doc:"Timeout of one request: upload, server-side insert and response."`
-	MaxRowsPerInsert       *int               `json:"max_rows_per_insert" min:"1" max:"10000" doc:"Most rows in one INSERT; null means one INSERT per table and batch."`
-	MaxRequestBytes        int                `json:"max_request_bytes" min:"65536" max:"1073741824" doc:"Largest uncompressed INSERT body; larger INSERTs are split, and a single larger row is dead-lettered."`
-	Compression            string             `json:"compression" enum:"none,gzip" doc:"Request body compression."`
-	Layout                 string             `json:"layout" enum:"audit,mapped" doc:"audit: one row per message in the audit layout; mapped: typed columns from mapping."`
-	Columns                Columns            `json:"columns" doc:"Audit field to column names."`
-	Idempotency            Idempotency        `json:"idempotency" doc:"Key columns (the table's ORDER BY) and how a message is identified."`
-	PayloadMode            record.PayloadMode `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised."`
-	Mapping                []mapping.Item     `json:"mapping" doc:"Mapped columns (layout mapped), in row order after the key and included columns."`
-	IncludeColumns         []string           `json:"include_columns" unique:"true" doc:"Audit columns (named as in columns) to keep in a mapped row."`
-	LenientStrings         bool               `json:"lenient_strings" doc:"Numeric, boolean and epoch inputs may also be JSON strings."`
-	VersionColumn          *string            `json:"version_column" doc:"ReplacingMergeTree version column of a mapped row; null means the stream-sequence column (added to the row when absent)."`
-	AutoCreate             bool               `json:"auto_create" doc:"Create each table (ReplacingMergeTree ordered by the key) at start when missing."`
-	AutoEvolve             bool               `json:"auto_evolve" doc:"Layout mapped: add missing non-key columns as Nullable at start."`
-	RequireReplacingEngine bool               `json:"require_replacing_engine" doc:"Check at start that each table is a *ReplacingMergeTree ordered by the key, partitioned by key columns only, with the configured version."`
-	InsertQuorum           *int               `json:"insert_quorum" min:"2" max:"16" doc:"Replicated tables: an INSERT succeeds only once this many replicas hold it."`
+	Type                   string                  `json:"type" trim:"true" lower:"true" enum:"clickhouse" doc:"Sink type."`
+	URL                    string                  `json:"url" required:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Base URL of the ClickHouse HTTP interface: http(s)://host[:port][/path], no credentials, query or fragment. http only to localhost, 127.0.0.1 or ::1 unless allow_plaintext_http."`
+	EndpointAllowedHosts   []string                `json:"endpoint_allowed_hosts" unique:"true" lower:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"When non-empty, the URL's host must be one of these (lower-case host names)."`
+	AllowPlaintextHTTP     bool                    `json:"allow_plaintext_http" doc:"Allow http to any host (credentials and rows travel unencrypted; logged as a warning at start)."`
+	Database               string                  `json:"database" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" doc:"Database of the tables (case preserved)."`
+	Table                  string                  `json:"table" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" doc:"Default table (one name; the database is separate)."`
+	TableRoutes            []Route                 `json:"table_routes" doc:"Per-subject tables; the first route whose subject pattern matches wins, else table."`
+	User                   string                  `json:"user" nonblank:"true" nocontrol:"true" doc:"User name, sent with HTTP Basic authentication."`
+	Password               *secret.Value           `json:"password" secret:"true" nocontrol:"true" doc:"Password (prefer password_env or password_file); none means an empty password."`
+	PasswordEnv            *string                 `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
+	PasswordFile           *string                 `json:"password_file" nonblank:"true" doc:"File holding the password (one trailing newline removed), read at start."`
+	TLS                    TLS                     `json:"tls" doc:"TLS settings for an https URL."`
+	RequestTimeoutMS       int                     `json:"request_timeout_ms" min:"1000" max:"600000" doc:"Timeout of one request: upload, server-side insert and response."`
+	MaxRowsPerInsert       *int                    `json:"max_rows_per_insert" min:"1" max:"10000" doc:"Most rows in one INSERT; null means one INSERT per table and batch."`
+	MaxRequestBytes        int                     `json:"max_request_bytes" min:"65536" max:"1073741824" doc:"Largest uncompressed INSERT body; larger INSERTs are split, and a single larger row is dead-lettered."`
+	Compression            string                  `json:"compression" enum:"none,gzip" doc:"Request body compression."`
+	Layout                 string                  `json:"layout" enum:"audit,mapped" doc:"audit: one row per message in the audit layout; mapped: typed columns from mapping."`
+	Columns                Columns                 `json:"columns" doc:"Audit field to column names."`
+	Idempotency            Idempotency             `json:"idempotency" doc:"Key columns (the table's ORDER BY) and how a message is identified."`
+	PayloadMode            string                  `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised."`
+	Mapping                []sqlconfig.MappingItem `json:"mapping" doc:"Mapped columns (layout mapped), in row order after the key and included columns."`
+	IncludeColumns         []string                `json:"include_columns" unique:"true" doc:"Audit columns (named as in columns) to keep in a mapped row."`
+	LenientStrings         bool                    `json:"lenient_strings" doc:"Numeric, boolean and epoch inputs may also be JSON strings."`
+	VersionColumn          *string                 `json:"version_column" doc:"ReplacingMergeTree version column of a mapped row; null means the stream-sequence column (added to the row when absent)."`
+	AutoCreate             bool                    `json:"auto_create" doc:"Create each table (ReplacingMergeTree ordered by the key) at start when missing."`
+	AutoEvolve             bool                    `json:"auto_evolve" doc:"Layout mapped: add missing non-key columns as Nullable at start."`
+	RequireReplacingEngine bool                    `json:"require_replacing_engine" doc:"Check at start that each table is a *ReplacingMergeTree ordered by the key, partitioned by key columns only, with the configured version."`
+	InsertQuorum           *int                    `json:"insert_quorum" min:"2" max:"16" doc:"Replicated tables: an INSERT succeeds only once this many replicas hold it."`
 }
 
 // Route is a table_routes item.
 type Route struct {
-	Subject        string          `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
-	Table          string          `json:"table" required:"true" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" doc:"Table for matching messages."`
-	Idempotency    *Idempotency    `json:"idempotency" doc:"Idempotency for this table; absent means the sink's."`
-	Mapping        *[]mapping.Item `json:"mapping" doc:"Mapping for this table; absent means the sink's, present replaces it whole."`
-	IncludeColumns *[]string       `json:"include_columns" unique:"true" doc:"Included audit columns for this table; absent means the sink's."`
+	Subject        string                   `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
+	Table          string                   `json:"table" required:"true" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" doc:"Table for matching messages."`
+	Idempotency    *Idempotency             `json:"idempotency" doc:"Idempotency for this table; absent means the sink's."`
+	Mapping        *[]sqlconfig.MappingItem `json:"mapping" doc:"Mapping for this table; absent means the sink's, present replaces it whole."`
+	IncludeColumns *[]string                `json:"include_columns" unique:"true" doc:"Included audit columns for this table; absent means the sink's."`
 }
 
 // Idempotency is the "idempotency" object.
@@ -116,25 +116,6 @@ type Columns struct {
 	SecurityLabels            string `json:"security_labels" doc:"Column for security labels (always null)."`
 }
 
-// Secret is a credential from the configuration. It prints as a mask; Reveal
-// is the one way to read it.
-type Secret string
-
-// String returns the mask.
-func (Secret) String() string { return "********" }
-
-// GoString returns the mask.
-func (Secret) GoString() string { return "********" }
-
-// LogValue returns the mask for log/slog.
-func (Secret) LogValue() slog.Value { return slog.StringValue("********") }
-
-// MarshalJSON encodes the mask.
-func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"********"`), nil }
-
-// Reveal returns the secret itself.
-func (s Secret) Reveal() string { return string(s) }
-
 // Default returns the configuration with every default.
 func Default() Config {
 	return Config{
@@ -150,8 +131,8 @@ func Default() Config {
 		Layout:                 "audit",
 		Columns:                defaultColumns(),
 		Idempotency:            defaultIdempotency(),
-		PayloadMode:            record.JSONOrEnvelope,
-		Mapping:                []mapping.Item{},
+		PayloadMode:            string(record.JSONOrEnvelope),
+		Mapping:                []sqlconfig.MappingItem{},
 		IncludeColumns:         []string{},
 		RequireReplacingEngine: true,
 	}
@@ -202,26 +183,15 @@ func Decode(raw json.RawMessage) (sink.Opener, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return legacyOpener{c}, nil
-}
-
-// legacyOpener adapts Config to the sink.Opener of main until the new
-// boundary (Open(ctx, deps)) lands. TODO(boundary): return c itself.
-type legacyOpener struct{ Config }
-
-func (o legacyOpener) Open(ctx context.Context) (sink.Sink, error) {
-	return o.Config.Open(ctx, sink.Deps{})
+	return c, nil
 }
 
 // Validate returns every problem of c as a *sink.ConfigError with paths
-// relative to the sink object, or nil. Decode and Open call it.
+// relative to the sink object, or nil: the rules of the struct tags and,
+// when they pass, those between keys and of the mapping. Decode and Open
+// call it, so a Config built in Go gets the checks a decoded one gets.
 func (c Config) Validate() error {
-	var p fields.Problems
-	c.compile(&p)
-	if p.Len() > 0 {
-		return &sink.ConfigError{Problems: p.List()}
-	}
-	return nil
+	return fields.Validate(&c, func(p *fields.Problems) { c.compile(p) })
 }
 
 // Open validates c, resolves the password, checks the server (features,

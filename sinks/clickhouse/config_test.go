@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-sinks/nats-sink/internal/fields"
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/mapping"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -167,17 +170,33 @@ func TestDecodeProblems(t *testing.T) {
 // TestValidateHandBuilt checks that a Config built in Go gets the checks
 // Decode applies, through Validate and Open.
 func TestValidateHandBuilt(t *testing.T) {
-	c := Default()
-	c.URL = "ftp://x"
-	c.Table = "bad table"
-	err := c.Validate()
-	var ce *sink.ConfigError
-	if !errors.As(err, &ce) {
-		t.Fatalf("Validate() = %v, want a *sink.ConfigError", err)
-	}
-	got := fmt.Sprint(ce.Problems)
-	if !strings.Contains(got, "url must use http or https") || !strings.Contains(got, `table must match`) {
-		t.Errorf("Validate problems = %s", got)
+	for _, tt := range []struct {
+		name string
+		edit func(*Config)
+		want []sink.Problem
+	}{
+		{"tag rule", func(c *Config) { c.URL, c.Table = "http://127.0.0.1", "bad table" },
+			[]sink.Problem{{Path: "table", Message: `must match ^[A-Za-z_][A-Za-z0-9_]{0,127}$ (got "bad table")`}}},
+		{"cross-key rule", func(c *Config) { c.URL = "ftp://x" },
+			[]sink.Problem{{Path: "url", Message: `must use http or https (got scheme "ftp")`}}},
+		{"mapping", func(c *Config) {
+			c.URL, c.Layout = "http://127.0.0.1", "mapped"
+			c.Mapping = []mapping.Item{{Column: "n", Path: "/n", Type: "numeric(5,2)", Default: jsonx.Number("1.234"), EpochUnit: "ms"}}
+		}, []sink.Problem{{Path: "mapping[0].default", Message: "cannot convert to numeric(5,2): more than 2 fraction digits for numeric(5,2)"}}},
+	} {
+		c := Default()
+		tt.edit(&c)
+		err := c.Validate()
+		var ce *sink.ConfigError
+		if !errors.As(err, &ce) {
+			t.Fatalf("%s: Validate() = %v, want a *sink.ConfigError", tt.name, err)
+		}
+		if diff := cmp.Diff(tt.want, ce.Problems); diff != "" {
+			t.Errorf("%s: problems mismatch (-want +got):\n%s", tt.name, diff)
+		}
+		if _, err := c.Open(context.Background(), sink.Deps{}); !errors.As(err, &ce) {
+			t.Errorf("%s: Open = %v, want the same configuration error", tt.name, err)
+		}
 	}
 }
 

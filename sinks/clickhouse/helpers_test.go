@@ -46,8 +46,8 @@ func decode(t testing.TB, doc string) Config {
 
 // configOf returns the Config behind an Opener from Decode.
 func configOf(o sink.Opener) Config {
-	if c, ok := o.(legacyOpener); ok {
-		return c.Config
+	if c, ok := o.(Config); ok {
+		return c
 	}
 	panic(fmt.Sprintf("unexpected opener %T", o))
 }

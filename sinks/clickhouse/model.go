@@ -11,6 +11,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/internal/subject"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // model is a validated configuration: the distinct tables with their row
@@ -130,14 +131,14 @@ func profile() mapping.Profile {
 // model is only meaningful when p received no problems.
 func (c *Config) compile(p *fields.Problems) *model {
 	c.checkKeys(p)
-	m := &model{db: c.Database, rows: &sqlmodel.Model{PayloadMode: c.PayloadMode}}
+	m := &model{db: c.Database, rows: &sqlmodel.Model{PayloadMode: record.PayloadMode(c.PayloadMode)}}
 	mapped := c.Layout == "mapped"
 	switch c.Layout {
 	case "audit", "mapped":
 	default:
 		p.Addf("layout", "must be one of audit, mapped (got %q)", c.Layout)
 	}
-	switch c.PayloadMode {
+	switch record.PayloadMode(c.PayloadMode) {
 	case record.JSONOrEnvelope, record.JSONOnly:
 	case record.TextEnvelope, record.BytesEnvelope:
 		if mapped {
@@ -234,7 +235,7 @@ func (c *Config) compile(p *fields.Problems) *model {
 }
 
 // table compiles one table's row shape.
-func (c *Config) table(name, path string, idem *Idempotency, idemPath string, items []mapping.Item, itemsPath string,
+func (c *Config) table(name, path string, idem *Idempotency, idemPath string, items []sqlconfig.MappingItem, itemsPath string,
 	incl []string, inclPath string, colsOK bool, p *fields.Problems) *table {
 	mapped := c.Layout == "mapped"
 	t := &table{name: name, path: path, idemPath: idemPath, mappingPath: itemsPath, mapped: mapped, strategy: idem.Strategy}

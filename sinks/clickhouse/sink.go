@@ -23,6 +23,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/mapping"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -52,11 +53,10 @@ var (
 // mismatch found on the server is a *sink.ConfigError; an unreachable or
 // refusing server is a plain error.
 func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
-	var p fields.Problems
-	m := c.compile(&p)
-	if p.Len() > 0 {
-		return nil, &sink.ConfigError{Problems: p.List()}
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
+	m := c.compile(&fields.Problems{})
 	log := deps.Log().With("sink", "clickhouse")
 	password, err := c.password(deps)
 	if err != nil {
@@ -120,27 +120,11 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	return s, nil
 }
 
-// password resolves password, password_env or password_file; none is the
-// empty password.
+// password resolves password, password_env or password_file (through
+// deps); none is the empty password.
 func (c *Config) password(deps sink.Deps) (string, error) {
-	switch {
-	case c.Password != nil:
-		return c.Password.Reveal(), nil
-	case c.PasswordEnv != nil:
-		v, ok := deps.LookupEnv(*c.PasswordEnv)
-		if !ok {
-			return "", configProblem("password_env", "environment variable "+*c.PasswordEnv+" is not set")
-		}
-		return v, nil
-	case c.PasswordFile != nil:
-		b, err := os.ReadFile(*c.PasswordFile)
-		if err != nil {
-			return "", configProblem("password_file", fmt.Sprintf("cannot read secret file: %v", err))
-		}
-		s := strings.TrimSuffix(string(b), "\n")
-		return strings.TrimSuffix(s, "\r"), nil
-	}
-	return "", nil
+	v, _, err := secret.Resolve("password", c.Password, c.PasswordEnv, c.PasswordFile, deps.LookupEnv)
+	return v.Reveal(), err
 }
 
 func configProblem(path, msg string) error {
@@ -376,7 +360,7 @@ func (s *Sink) appendRow(dst []byte, t *table, e *sink.Envelope, stored time.Tim
 	var payload any
 	if t.needsPayload {
 		var err error
-		if payload, err = mapping.Payload(e, s.cfg.PayloadMode); err != nil {
+		if payload, err = mapping.Payload(e, record.PayloadMode(s.cfg.PayloadMode)); err != nil {
 			return dst, err
 		}
 	}

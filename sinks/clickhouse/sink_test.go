@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-sinks/nats-sink/internal/clickhousetest"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -297,7 +298,7 @@ func TestDestinationErrors(t *testing.T) {
 
 	// Start-up with a wrong password fails as a runtime error (exit 1).
 	bad := good
-	bad.User, bad.Password = clickhousetest.User, ptr(Secret("wrong"))
+	bad.User, bad.Password = clickhousetest.User, ptr(secret.Value("wrong"))
 	if _, err := New(context.Background(), bad, sink.Deps{}); err == nil || errors.As(err, new(*sink.ConfigError)) || classify(err) != classDestination {
 		t.Errorf("New with a wrong password: %v (class %v)", err, classify(err))
 	}
