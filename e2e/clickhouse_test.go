@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +35,17 @@ func clickhouseSink(srv *clickhousetest.Server, table string, extra map[string]a
 func chScalar(t *testing.T, srv *clickhousetest.Server, sql string) string {
 	t.Helper()
 	return strings.TrimSpace(srv.MustQuery(t, sql))
+}
+
+// chRows returns the table's row count, 0 while it does not exist yet (the
+// sink creates it at start).
+func chRows(srv *clickhousetest.Server, table string) int {
+	out, err := srv.Query("SELECT count() FROM `" + table + "`")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out))
+	return n
 }
 
 // checkClickHouseAudit asserts that the table holds, after FINAL, exactly
@@ -72,7 +88,7 @@ func TestClickHouseCrash(t *testing.T) {
 		p := start(t, cfg)
 		// Kill once rows are arriving, at a random moment after that.
 		natstest.WaitFor(t, time.Minute, func() error {
-			if got, _ := strconv.Atoi(chScalar(t, srv, "SELECT count() FROM events")); got <= round*n/5 {
+			if got := chRows(srv, "events"); got <= round*n/5 {
 				return fmt.Errorf("%d rows, waiting for more before kill %d", got, round+1)
 			}
 			return nil
@@ -112,7 +128,7 @@ func TestClickHouseMappedBusinessKey(t *testing.T) {
 	cfg := d.write(t)
 	p := start(t, cfg)
 	natstest.WaitFor(t, time.Minute, func() error {
-		if got, _ := strconv.Atoi(chScalar(t, srv, "SELECT count() FROM orders")); got < n/3 {
+		if got := chRows(srv, "orders"); got < n/3 {
 			return fmt.Errorf("%d rows, waiting for %d before the kill", got, n/3)
 		}
 		return nil
@@ -149,7 +165,19 @@ func TestClickHouseRejectedRowDLQ(t *testing.T) {
 	})
 	var mapping []map[string]any
 	json.Unmarshal([]byte(`[{"column":"k","path":"/k","type":"bigint","required":true},{"column":"code","path":"/code","type":"text","required":true}]`), &mapping)
-	sinkCfg := map[string]any{"type": "clickhouse", "url": srv.URL, "table": "codes", "layout": "mapped", "mapping": mapping,
+	// Count the INSERTs on their way to the server: bisection needs at
+	// most 2n−1 of them.
+	target, _ := url.Parse(srv.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var inserts atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Query().Get("query"), "INSERT") {
+			inserts.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	sinkCfg := map[string]any{"type": "clickhouse", "url": front.URL, "table": "codes", "layout": "mapped", "mapping": mapping,
 		"idempotency": map[string]any{"strategy": "mapping", "columns": []string{"k"}}}
 	d := newRunDoc([]string{s.ClientURL()}, "CHDLQ", "ch-dlq", "chdlq.>", sinkCfg)
 	d.Delivery["batch_size"] = 100
@@ -160,6 +188,10 @@ func TestClickHouseRejectedRowDLQ(t *testing.T) {
 	p := start(t, path)
 	waitAllAcked(t, js, "CHDLQ", "ch-dlq", n, 2*time.Minute)
 	p.stop(t)
+	if got := inserts.Load(); got > 2*n-1 {
+		t.Errorf("%d INSERT requests for %d messages, more than 2n-1", got, n)
+	}
+	t.Logf("%d INSERT requests isolated the refused row among %d", inserts.Load(), n)
 	if got := chScalar(t, srv, "SELECT count(), countIf(k = 41) FROM codes FINAL FORMAT TSV"); got != "99\t0" {
 		t.Errorf("rows, rows of the refused message = %q, want 99, 0", got)
 	}
