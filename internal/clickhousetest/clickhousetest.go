@@ -318,28 +318,6 @@ func Query(base, user, password, sql string) (string, error) {
 	return string(b), nil
 }
 
-// CPUTicks returns the server process's user+system CPU time in clock
-// ticks (/proc/<pid>/stat fields 14 and 15), for benchmarks.
-func (s *Server) CPUTicks() (int64, error) {
-	pid := s.Pid()
-	if pid == 0 {
-		return 0, errors.New("clickhousetest: no server process")
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0, errors.New("clickhousetest: short /proc stat")
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return utime + stime, nil
-}
-
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {

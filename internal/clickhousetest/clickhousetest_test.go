@@ -16,9 +16,6 @@ func TestRunRestart(t *testing.T) {
 	}
 	s.MustQuery(t, "CREATE TABLE t (k UInt64) ENGINE = MergeTree ORDER BY k")
 	s.MustQuery(t, "INSERT INTO t VALUES (7)")
-	if _, err := s.CPUTicks(); err != nil {
-		t.Errorf("CPUTicks: %v", err)
-	}
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
