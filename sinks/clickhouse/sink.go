@@ -229,9 +229,9 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 			g.buf = buf[:start]
 			continue
 		}
-		key, kerr := record.CoreKey(e)
-		if kerr != nil {
-			key = ""
+		var key string // the token's material, only where the server takes one
+		if s.features.token {
+			key, _ = record.CoreKey(e)
 		}
 		g.buf = buf
 		g.ends = append(g.ends, len(buf))
