@@ -20,7 +20,7 @@ type model struct {
 	db     string
 	tables []*table // [0] is the sink's table
 	routes []route
-	// rows builds the audit values (data-shapes §9) the SQL sinks bind;
+	// rows builds the audit values the SQL sinks bind (docs/formats.md);
 	// only its PayloadMode is set.
 	rows *sqlmodel.Model
 }

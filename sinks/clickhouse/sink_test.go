@@ -566,7 +566,7 @@ func TestGzip(t *testing.T) {
 }
 
 // TestAuditRow: the audit layout stores exactly the row the SQL sinks
-// bind (data-shapes §9), every column read back as text.
+// bind, every column read back as text.
 func TestAuditRow(t *testing.T) {
 	srv := server.Get(t)
 	table := uniqueTable("audit")
@@ -624,5 +624,69 @@ func TestTokenDedup(t *testing.T) {
 	}
 	if got := strings.TrimSpace(srv.MustQuery(t, "SELECT count() FROM system.parts WHERE database = 'default' AND table = '"+table+"' AND active")); got != "1" {
 		t.Errorf("%s active parts after the same INSERT twice, want 1", got)
+	}
+}
+
+// fakeMetrics records the sink's instruments by name.
+type fakeMetrics struct {
+	mu     sync.Mutex
+	counts map[string]int
+	obs    map[string]int
+}
+
+type fakeCounter struct {
+	m    *fakeMetrics
+	name string
+}
+
+func (c fakeCounter) Add(n int)   { c.m.mu.Lock(); c.m.counts[c.name] += n; c.m.mu.Unlock() }
+func (c fakeCounter) Set(float64) {}
+func (c fakeCounter) Observe(float64) {
+	c.m.mu.Lock()
+	c.m.obs[c.name]++
+	c.m.mu.Unlock()
+}
+
+func (m *fakeMetrics) Counter(name, _ string) (sink.Counter, error) { return fakeCounter{m, name}, nil }
+func (m *fakeMetrics) Gauge(name, _ string) (sink.Gauge, error)     { return fakeCounter{m, name}, nil }
+func (m *fakeMetrics) Histogram(name, _ string, _ []float64) (sink.Histogram, error) {
+	return fakeCounter{m, name}, nil
+}
+
+func (m *fakeMetrics) get(name string) (count, observations int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[name], m.obs[name]
+}
+
+// TestMetrics: rows and INSERT durations count only what the server
+// answered 200; each failed request counts once under its class.
+func TestMetrics(t *testing.T) {
+	srv := server.Get(t)
+	table := uniqueTable("metrics")
+	fm := &fakeMetrics{counts: map[string]int{}, obs: map[string]int{}}
+	s, err := New(context.Background(), decode(t, sinkJSON(srv.URL, table, `"auto_create":true`)), sink.Deps{Metrics: fm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	var batch []*sink.Envelope
+	for i := range 7 {
+		batch = append(batch, envelope("metrics.x", uint64(i+1), `{}`))
+	}
+	s.WriteBatch(context.Background(), batch)
+	if rows, _ := fm.get("clickhouse_rows_total"); rows != 7 {
+		t.Errorf("clickhouse_rows_total = %d, want 7", rows)
+	}
+	if _, n := fm.get("clickhouse_insert_seconds"); n != 1 {
+		t.Errorf("clickhouse_insert_seconds observed %d times, want 1", n)
+	}
+	srv.MustQuery(t, "DROP TABLE `"+table+"`")
+	s.WriteBatch(context.Background(), batch)
+	if n, _ := fm.get("clickhouse_errors_destination_total"); n != 1 {
+		t.Errorf("clickhouse_errors_destination_total = %d, want 1", n)
+	}
+	if rows, _ := fm.get("clickhouse_rows_total"); rows != 7 {
+		t.Errorf("clickhouse_rows_total = %d after a failed INSERT, want 7", rows)
 	}
 }
