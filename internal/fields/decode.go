@@ -601,6 +601,8 @@ func coerceBool(val any) (bool, bool) {
 		case "1":
 			return true, true
 		}
+	case jsonx.Number:
+		return coerceBool(v.Float())
 	case float64:
 		switch v {
 		case 0:

@@ -316,6 +316,9 @@ func TestParseExactKeepsNumberTokens(t *testing.T) {
 	if got, want := string(jsonx.Marshal(v, jsonx.UTF8)), `{"a":9007199254740992.0,"b":[42.5,700.0,-0.0,0,12],"c":"x"}`; got != want {
 		t.Errorf("Marshal(ParseExact) = %s, want %s", got, want)
 	}
+	if got, want := string(jsonx.MarshalExact(v, jsonx.UTF8)), `{"a":9007199254740993.0,"b":[42.50,7e2,-0.0,0,12],"c":"x"}`; got != want {
+		t.Errorf("MarshalExact(ParseExact) = %s, want %s", got, want)
+	}
 	if _, err := jsonx.ParseExact([]byte(`[1e400]`)); err == nil {
 		t.Error("ParseExact accepted a float beyond the float64 range, which Parse rejects")
 	}
