@@ -26,6 +26,18 @@
 //	Bytes     []byte
 //
 // and nil for SQL NULL.
+//
+// A sink holds []Item in its Config (the type is sqlconfig.MappingItem, so
+// public Configs can name it), decodes its object with jsonx.ParseExact so
+// that defaults keep their tokens, and calls Compile with its Profile when
+// it validates; Compile reports every problem at "mapping[i].<key>" and
+// converts the defaults. Per message it parses the payload with Payload when
+// Mapping.NeedsPayload, then takes each Column's Value (or Values for all):
+// a failure is a ValidationError naming the column, the path and the
+// reason, and fails that message alone. Database-specific ranges (a
+// ClickHouse Date ends in 2105) are the sink's to check on the converted
+// value; Column.Source tells key paths that come from the message itself
+// ($subject, $header:…) from payload pointers.
 package mapping
 
 import (
