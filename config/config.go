@@ -81,7 +81,10 @@ func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, erro
 	if len(data) > MaxFileSize {
 		return nil, fileError(name, fmt.Sprintf("configuration file exceeds the %d byte limit", MaxFileSize))
 	}
-	tree, err := jsonx.Parse(data)
+	// Exact numbers: a sink may need a number as written (a mapping
+	// default 9007199254740993.5 into numeric(20,1)); the sections decode
+	// them like floats.
+	tree, err := jsonx.ParseExact(data)
 	if err != nil {
 		if pe, ok := errors.AsType[*jsonx.PathError](err); ok {
 			return nil, &Error{File: name, Problems: []Problem{{Path: pe.Path, Message: pe.Message}}}
@@ -324,7 +327,7 @@ func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.P
 		}
 		return
 	}
-	opener, err := dec(jsonx.Marshal(m, jsonx.UTF8))
+	opener, err := dec(jsonx.MarshalExact(m, jsonx.UTF8))
 	if err != nil {
 		if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 			for _, pr := range ce.Problems {

@@ -132,3 +132,20 @@ func DefaultShared[R Route](table string) Shared[R] {
 		Idempotency: DefaultIdempotency(),
 	}
 }
+
+// MappingItem is one item of a "mapping" list (layout mapped, shared by the
+// SQL sinks and clickhouse): where a column's value comes from and how it
+// is converted. Default holds a JSON value as the configuration parser
+// returns it (numbers keep the exact token), nil for none.
+type MappingItem struct {
+	Column    string `json:"column" required:"true" doc:"Column name (the database's identifier rule); distinct, ignoring case, from every other column of the row."`
+	Path      string `json:"path" required:"true" nocontrol:"true" maxlen:"1024" doc:"JSON Pointer into the payload (\"\" = whole payload, \"/order/id\"), or one of $subject, $header:<Name>, $priority, $classification, $labels, $stream_sequence, $received_at."`
+	Type      string `json:"type" required:"true" trim:"true" lower:"true" doc:"text, bigint, integer, double, numeric(p,s), boolean, timestamp, date, json, uuid or bytes."`
+	Required  bool   `json:"required" doc:"A missing or null value dead-letters the message."`
+	Default   any    `json:"default" doc:"Value for a missing (not null) input, converted at load like a payload value; not with required."`
+	EpochUnit string `json:"epoch_unit" enum:"s,ms,us,ns" doc:"Unit of numeric input for timestamp and date."`
+}
+
+// SetDefaults sets the defaults of a mapping item (epoch_unit "ms"); the
+// decoder calls it before decoding each item.
+func (it *MappingItem) SetDefaults() { *it = MappingItem{EpochUnit: "ms"} }

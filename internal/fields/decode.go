@@ -76,7 +76,7 @@ func JSONType(v any) string {
 		return "boolean"
 	case string:
 		return "string"
-	case jsonx.Integer, float64, int, int64:
+	case jsonx.Integer, jsonx.Number, float64, int, int64:
 		return "number"
 	case []any:
 		return "array"
@@ -173,6 +173,8 @@ func typeName(t reflect.Type) string {
 		return "number"
 	case reflect.Slice:
 		return "array"
+	case reflect.Interface:
+		return "any JSON value"
 	}
 	return "object"
 }
@@ -180,6 +182,8 @@ func typeName(t reflect.Type) string {
 func decodeField(val any, fv reflect.Value, f *field, path string, p *Problems) {
 	if val == nil {
 		switch {
+		case fv.Kind() == reflect.Interface:
+			fv.SetZero()
 		case fv.Kind() == reflect.Pointer && !f.nullReject:
 			fv.SetZero()
 		case f.nullEmpty:
@@ -272,6 +276,11 @@ func decodeValue(val any, fv reflect.Value, f *field, path string, p *Problems) 
 		before := p.Len()
 		decodeStruct(val, fv, path, p)
 		return p.Len() == before
+	case reflect.Interface:
+		// An "any JSON value" key (a mapping default): the tree value as
+		// parsed, for its owner to interpret.
+		fv.Set(reflect.ValueOf(val))
+		return true
 	}
 	panic(fmt.Sprintf("fields: unsupported type %s at %s", fv.Type(), path))
 }
@@ -500,6 +509,8 @@ func coerceInt(val any, strict bool) (int64, string, bool) {
 	switch v := val.(type) {
 	case jsonx.Integer:
 		return parseIntText(string(v))
+	case jsonx.Number:
+		return coerceInt(v.Float(), strict)
 	case float64:
 		if v != math.Trunc(v) || math.IsInf(v, 0) || math.IsNaN(v) {
 			return 0, "", false
@@ -546,6 +557,8 @@ func coerceNumber(val any, strict bool) (float64, bool) {
 	case jsonx.Integer:
 		x, err := strconv.ParseFloat(string(v), 64)
 		return x, err == nil
+	case jsonx.Number:
+		return v.Float(), true
 	case float64:
 		return v, !math.IsInf(v, 0) && !math.IsNaN(v)
 	case string:
@@ -588,6 +601,8 @@ func coerceBool(val any) (bool, bool) {
 		case "1":
 			return true, true
 		}
+	case jsonx.Number:
+		return coerceBool(v.Float())
 	case float64:
 		switch v {
 		case 0:

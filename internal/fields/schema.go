@@ -42,11 +42,18 @@ func effectiveStruct(v reflect.Value) map[string]any {
 
 func effectiveValue(v reflect.Value) any {
 	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
+	case reflect.Pointer:
 		if v.IsNil() {
 			return nil
 		}
 		return effectiveValue(v.Elem())
+	case reflect.Interface:
+		// An "any JSON value" key holds a jsonx tree value, which
+		// encodes as it is.
+		if v.IsNil() {
+			return nil
+		}
+		return v.Interface()
 	case reflect.String:
 		return v.String()
 	case reflect.Bool:
@@ -225,6 +232,8 @@ func schemaType(f *field, t reflect.Type, def reflect.Value) map[string]any {
 		return s
 	case reflect.Struct:
 		return schemaStruct(t, def)
+	case reflect.Interface:
+		return s // any JSON value
 	}
 	name := typeName(t)
 	s["type"] = name

@@ -36,6 +36,19 @@ func Marshal(v any, f Flavour) []byte {
 	return detach(*buf)
 }
 
+// MarshalExact is Marshal, except that each Number is written as its token,
+// not as the canonical float nearest to it. It hands a document from
+// ParseExact on to a reader that needs every number as written (the
+// configuration loader passing a sink object to its decoder); it is not the
+// canonical encoding.
+func MarshalExact(v any, f Flavour) []byte {
+	buf := scratch.Get().(*[]byte)
+	defer release(buf)
+	e := encoder{ascii: isASCII(f), exact: true}
+	*buf = e.value((*buf)[:0], v, 0)
+	return detach(*buf)
+}
+
 // MarshalPretty returns the pretty canonical encoding of v: two-space indent,
 // one item per line, ": " between key and value, empty containers as {} and [].
 // There is no trailing newline.
@@ -109,6 +122,7 @@ func isASCII(f Flavour) bool {
 type encoder struct {
 	ascii  bool
 	pretty bool
+	exact  bool // Numbers as their tokens (MarshalExact)
 	order  KeyOrder
 	keys   []string
 }
@@ -134,6 +148,11 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 		return strconv.AppendUint(dst, x, 10)
 	case float64:
 		return AppendFloat(dst, x)
+	case Number:
+		if e.exact {
+			return append(dst, x...)
+		}
+		return AppendFloat(dst, x.Float())
 	case *string:
 		if x == nil {
 			return append(dst, "null"...)

@@ -52,7 +52,35 @@ func FuzzParse(f *testing.F) {
 		}
 		compareWithEncodingJSON(t, data, err)
 		compareSorted(t, data, v, err)
+		compareExact(t, data, v, err)
 	})
+}
+
+// compareExact checks that ParseExact accepts and rejects exactly what Parse
+// does, that its result encodes identically, and that every float of Parse
+// is a Number token that converts to the same float64.
+func compareExact(t *testing.T, data []byte, v any, err error) {
+	t.Helper()
+	ev, eerr := jsonx.ParseExact(data)
+	if !sameError(eerr, err) {
+		t.Fatalf("ParseExact(%q) error = %v, Parse error = %v", data, eerr, err)
+	}
+	if err != nil {
+		return
+	}
+	if got, want := jsonx.Marshal(ev, jsonx.UTF8), jsonx.Marshal(v, jsonx.UTF8); !bytes.Equal(got, want) {
+		t.Fatalf("ParseExact(%q) encodes as %q, Parse as %q", data, got, want)
+	}
+	sv, serr := jsonx.ParseSortedExact(data)
+	if serr != nil {
+		t.Fatalf("ParseSortedExact(%q) = %v, ParseExact accepted it", data, serr)
+	}
+	if got, want := jsonx.Marshal(sv, jsonx.UTF8), jsonx.Marshal(v, jsonx.UTF8); !bytes.Equal(got, want) {
+		t.Fatalf("ParseSortedExact(%q) encodes as %q, Parse as %q", data, got, want)
+	}
+	if path := unsortedObject(sv, "(root)"); path != "" {
+		t.Fatalf("ParseSortedExact(%q): object at %s is not in key order", data, path)
+	}
 }
 
 // compareSorted checks that ParseSorted accepts and rejects exactly what

@@ -4,7 +4,8 @@
 // pretty layout, utf8 or ascii flavour, Python-compatible float rendering).
 //
 // Parsed values are nil, bool, string, Integer, float64, []any and
-// map[string]any (Object, members in key order, with ParseSorted). Integers
+// map[string]any (Object, members in key order, with ParseSorted; Number
+// instead of float64, with ParseExact). Integers
 // keep every digit, so Parse followed by Marshal is lossless for everything
 // except insignificant whitespace, key order and the spelling of floats and
 // escapes, which Marshal canonicalises.
@@ -45,6 +46,20 @@ const (
 // "0"). The encoder writes it unchanged, so a hand-built Integer must be a
 // valid JSON integer token.
 type Integer string
+
+// Number is a JSON number token with a fraction or an exponent, exactly as
+// written ("42.50", "7e2", "-0.0"); ParseExact returns it where Parse
+// returns float64. The encoder writes the float64 nearest to it, as it
+// writes the float64 Parse would have returned, so a tree from ParseExact
+// encodes exactly like one from Parse. A hand-built Number must be a valid
+// JSON number token within the float64 range.
+type Number string
+
+// Float returns the float64 nearest to n (ties to even).
+func (n Number) Float() float64 {
+	f, _ := strconv.ParseFloat(string(n), 64)
+	return f
+}
 
 // SyntaxError reports input that is not strict JSON. Error() reads
 // "invalid JSON at line L column C: <reason>" (1-based line and column).

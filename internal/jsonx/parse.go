@@ -63,14 +63,36 @@ func ParseSorted(data []byte) (any, error) {
 	return parse(data, true)
 }
 
+// ParseExact is Parse, except that a number token with a fraction or an
+// exponent is returned as Number, its text exactly as written, instead of
+// float64. It accepts and rejects exactly what Parse does (a float token
+// that overflows float64 is still an error), so a document is JSON for
+// ParseExact when it is for Parse. Consumers that need a number's exact
+// decimal value (a mapped numeric column: 9007199254740993.0 is exactly
+// that integer, which no float64 holds) read it from the token.
+func ParseExact(data []byte) (any, error) {
+	return parseWith(data, false, true)
+}
+
+// ParseSortedExact is ParseExact with objects as Object in key order, as
+// ParseSorted returns them: the cheaper form for a reader that looks up a
+// few members (a mapped row's pointers) in a small document.
+func ParseSortedExact(data []byte) (any, error) {
+	return parseWith(data, true, true)
+}
+
 func parse(data []byte, sorted bool) (any, error) {
+	return parseWith(data, sorted, false)
+}
+
+func parseWith(data []byte, sorted, exact bool) (any, error) {
 	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) || !utf8.Valid(data) {
 		return nil, ErrNotUTF8
 	}
 	// One copy of the input backs every string and Integer without escapes
 	// (substrings share it): one allocation instead of one per token. The
 	// caller's buffer is not retained, so it may be reused at once.
-	p := parser{data: data, src: string(data), sorted: sorted}
+	p := parser{data: data, src: string(data), sorted: sorted, exact: exact}
 	p.skipSpace()
 	v, err := p.value()
 	if err != nil {
@@ -97,6 +119,8 @@ type parser struct {
 	buf []byte
 	// sorted makes objects Objects in key order instead of maps.
 	sorted bool
+	// exact keeps float tokens as Number (ParseExact).
+	exact bool
 }
 
 // segment is one step of a path: an object key, or an array index when
@@ -534,6 +558,9 @@ func (p *parser) number() (any, error) {
 		return nil, err
 	}
 	p.pos = i
+	if p.exact {
+		return Number(p.src[start:i]), nil
+	}
 	return f, nil
 }
 

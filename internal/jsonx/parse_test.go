@@ -299,3 +299,27 @@ func TestParseDoesNotRetainInput(t *testing.T) {
 		t.Errorf("value changed with its input (-want +got):\n%s", diff)
 	}
 }
+
+func TestParseExactKeepsNumberTokens(t *testing.T) {
+	v, err := jsonx.ParseExact([]byte(`{"a":9007199254740993.0,"b":[42.50,7e2,-0.0,-0,12],"c":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"a": jsonx.Number("9007199254740993.0"),
+		"b": []any{jsonx.Number("42.50"), jsonx.Number("7e2"), jsonx.Number("-0.0"), jsonx.Integer("0"), jsonx.Integer("12")},
+		"c": "x",
+	}
+	if diff := cmp.Diff(want, v); diff != "" {
+		t.Errorf("ParseExact mismatch (-want +got):\n%s", diff)
+	}
+	if got, want := string(jsonx.Marshal(v, jsonx.UTF8)), `{"a":9007199254740992.0,"b":[42.5,700.0,-0.0,0,12],"c":"x"}`; got != want {
+		t.Errorf("Marshal(ParseExact) = %s, want %s", got, want)
+	}
+	if got, want := string(jsonx.MarshalExact(v, jsonx.UTF8)), `{"a":9007199254740993.0,"b":[42.50,7e2,-0.0,0,12],"c":"x"}`; got != want {
+		t.Errorf("MarshalExact(ParseExact) = %s, want %s", got, want)
+	}
+	if _, err := jsonx.ParseExact([]byte(`[1e400]`)); err == nil {
+		t.Error("ParseExact accepted a float beyond the float64 range, which Parse rejects")
+	}
+}

@@ -139,9 +139,32 @@ type KeyOrders func(t *Table, f Field) jsonx.KeyOrder
 func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders KeyOrders) (*Row, error) {
 	t := m.Resolve(e.Subject)
 	r := &Row{Table: t}
-	fail := func(err error) (*Row, error) {
+	v, err := m.Values(e, t, storedAt, orders)
+	if err != nil {
 		return nil, fmt.Errorf("%s row for subject %s (stream seq %d): %w", m.Dialect, e.Subject, e.StreamSequence, err)
 	}
+	r.Values = v
+	return r, nil
+}
+
+// Values builds e's bound values of data-shapes §9 for table t, which only
+// needs Strategy and PayloadField (and m only PayloadMode), so that a sink
+// with its own tables and DDL (clickhouse) builds the same row. Errors are
+// those of BuildRow without its "<dialect> row for subject …" prefix.
+func (m *Model) Values(e *sink.Envelope, t *Table, storedAt time.Time, orders KeyOrders) ([NumFields]any, error) {
+	return m.values(e, t, storedAt, orders, true)
+}
+
+// ScalarValues is Values without the three JSON texts (Payload, Headers,
+// Metadata are nil; the two always-null documents are still "null"), for a
+// row that stores none of them: encoding them is most of a row's cost.
+func (m *Model) ScalarValues(e *sink.Envelope, t *Table, storedAt time.Time) ([NumFields]any, error) {
+	return m.values(e, t, storedAt, nil, false)
+}
+
+func (m *Model) values(e *sink.Envelope, t *Table, storedAt time.Time, orders KeyOrders, texts bool) ([NumFields]any, error) {
+	var v [NumFields]any
+	fail := func(err error) ([NumFields]any, error) { return [NumFields]any{}, err }
 	order := func(f Field) jsonx.KeyOrder {
 		if orders == nil {
 			return jsonx.CanonicalOrder
@@ -192,7 +215,6 @@ func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders Key
 	}
 	stored := record.Micro(storedAt)
 	created := record.CreatedAt(e)
-	v := &r.Values
 	v[StreamName] = nullString(e.Stream)
 	if e.StreamSequence != 0 {
 		v[StreamSequence] = int64(e.StreamSequence)
@@ -218,12 +240,14 @@ func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders Key
 	if v[StoredAtEpochNS], err = epochNS(stored, "store time"); err != nil {
 		return fail(err)
 	}
-	if v[Payload], v[Headers], v[Metadata], err = jsonTexts(e, payload, stored, order); err != nil {
-		return fail(err)
+	if texts {
+		if v[Payload], v[Headers], v[Metadata], err = jsonTexts(e, payload, stored, order); err != nil {
+			return fail(err)
+		}
 	}
 	v[MissionMetadata] = "null"
 	v[SecurityLabels] = "null"
-	return r, nil
+	return v, nil
 }
 
 // jsonTexts encodes the payload (with the given function), headers and

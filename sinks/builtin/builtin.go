@@ -8,6 +8,7 @@ package builtin
 
 import (
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/clickhouse"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	httpsink "github.com/nats-sinks/nats-sink/sinks/http"
 	kafkasink "github.com/nats-sinks/nats-sink/sinks/kafka"
@@ -49,6 +50,7 @@ func list() []builtin {
 		{"redis", redissink.Decode, ptr(redissink.Default())},
 		{"rabbitmq", rabbitmq.Decode, ptr(rabbitmq.Default())},
 		{"mqtt", mqtt.Decode, ptr(mqtt.Default())},
+		{"clickhouse", clickhouse.Decode, ptr(clickhouse.Default())},
 	}
 }
 
