@@ -279,4 +279,5 @@ func (c Config) ResolvedDirectory() (string, error) {
 	}
 	return filepath.Abs(dir)
 }
+
 var _ sink.Warner = Config{}
