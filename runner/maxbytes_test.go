@@ -23,13 +23,15 @@ import (
 // most the default max batch bytes (16 MiB) keeps the connection, and every
 // message is written once.
 func TestLargeMessagesStayConnected(t *testing.T) {
-	const n, size = 200, 1_000_000
+	const n, size = 120, 1_000_000
 	s := natstest.RunJetStream(t)
 	var disconnects, slow atomic.Int64
+	var lastErr atomic.Value
 	nc, js := natstest.Connect(t, s,
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				disconnects.Add(1)
+				lastErr.Store(err.Error())
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -73,12 +75,12 @@ func TestLargeMessagesStayConnected(t *testing.T) {
 			return err
 		}
 		if info.AckFloor.Stream != n || info.NumAckPending != 0 {
-			return fmt.Errorf("ack floor %d, ack pending %d, want %d, 0 (disconnects %d)", info.AckFloor.Stream, info.NumAckPending, n, disconnects.Load())
+			return fmt.Errorf("ack floor %d, ack pending %d, want %d, 0 (disconnects %d, last: %v)", info.AckFloor.Stream, info.NumAckPending, n, disconnects.Load(), lastErr.Load())
 		}
 		return nil
 	})
 	if d, sc := disconnects.Load(), slow.Load(); d != 0 || sc != 0 {
-		t.Errorf("%d disconnects, %d slow-consumer errors, want none", d, sc)
+		t.Errorf("%d disconnects (last: %v), %d slow-consumer errors, want none", d, lastErr.Load(), sc)
 	}
 	got := log.get()
 	slices.Sort(got)
