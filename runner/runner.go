@@ -123,6 +123,8 @@ type Runner struct {
 	// server lets a client have pending, nor the process's memory; 0 means
 	// 16 MiB. A fetch the limit cuts short is an ordinary, smaller batch.
 	// It must be at least the server's max_payload (CheckMaxBatchBytes).
+	// A replicated consumer is fetched without a byte limit, with a count
+	// small enough to stay within it (Conn's max_payload per message).
 	MaxBatchBytes int
 	// MaxInFlight is the number of batches processed concurrently; 0 means 1.
 	MaxInFlight int
