@@ -123,6 +123,8 @@ type Runner struct {
 	// server lets a client have pending, nor the process's memory; 0 means
 	// 16 MiB. A fetch the limit cuts short is an ordinary, smaller batch.
 	// It must be at least the server's max_payload (CheckMaxBatchBytes).
+	// A replicated consumer is fetched without a byte limit, with a count
+	// small enough to stay within it (Conn's max_payload per message).
 	MaxBatchBytes int
 	// MaxInFlight is the number of batches processed concurrently; 0 means 1.
 	MaxInFlight int
@@ -294,10 +296,13 @@ type state struct {
 	stop          chan struct{}
 	stopOnce      sync.Once
 
-	noWait  jetstream.FetchOpt // noWaitOpt(); nil if nats.go has changed
-	circuit circuit
-	metrics *telemetry.Metrics // never nil while running
-	lanes   *laneTable         // nil without PriorityLanes
+	noWait jetstream.FetchOpt // noWaitOpt(); nil if nats.go has changed
+	// replicated is true while the consumer has replicas (from consumer
+	// info): its fetches carry no byte limit (see fetch).
+	replicated bool
+	circuit    circuit
+	metrics    *telemetry.Metrics // never nil while running
+	lanes      *laneTable         // nil without PriorityLanes
 }
 
 // Status reports readiness inputs. It is safe to call concurrently with Run.
@@ -483,6 +488,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	if r.st.noWait == nil {
 		log.Warn("this nats.go has no no-wait pull request with a byte limit; probing with a 5 ms expiry instead")
+	}
+	if info != nil && info.Cluster != nil && len(info.Cluster.Replicas) > 0 && r.replicatedCount() < r.batchSize() {
+		log.Info("replicated consumer: each fetch asks for fewer messages than the batch size, so that max_batch_bytes holds without a byte limit",
+			"consumer", info.Name, "count", r.replicatedCount())
 	}
 	if info != nil {
 		r.applyInfo(info)
@@ -748,18 +757,42 @@ const probeWait = 5 * time.Millisecond
 // the request's expiry, and what the server delivers to it afterwards waits
 // for AckWait (the connection drain that follows shutdown ends the
 // request).
+//
+// A replicated consumer gets no byte limit: its server sends a delivered
+// message only once the replicas agreed on it, but the status that ends a
+// byte-limited request early ("409 Batch Completed" when the count is
+// reached with bytes to spare, "409 Message Size Exceeds MaxBytes") at
+// once, so it overtakes the request's own messages; nats.go's Fetch ends
+// at the status and the messages, delivered to no one, wait for AckWait
+// (seen with nats-server 2.15 and an R3 consumer: no message of a batch
+// arrived). For such a consumer the count carries the bound instead
+// (replicatedCount).
 func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	start := time.Now()
 	defer func() { r.metrics().NATSFetchSeconds.Observe(time.Since(start).Seconds()) }()
-	n, maxBytes := r.batchSize(), jetstream.FetchMaxBytes(r.fetchBytes())
-	// Without the no-wait option, a probe with a short expiry: a partial
-	// batch then costs probeWait, and a loaded server may end the probe
-	// before it delivered all that is pending (a smaller batch).
-	probe := r.st.noWait
-	if probe == nil {
-		probe = jetstream.FetchMaxWait(min(probeWait, r.batchTimeout()))
+	n := r.batchSize()
+	var limit []jetstream.FetchOpt
+	var probe func() (jetstream.MessageBatch, error)
+	r.st.mu.Lock()
+	replicated := r.st.replicated
+	r.st.mu.Unlock()
+	switch {
+	case replicated:
+		n = min(n, r.replicatedCount())
+		probe = func() (jetstream.MessageBatch, error) { return r.Consumer.FetchNoWait(n) }
+	default:
+		limit = []jetstream.FetchOpt{jetstream.FetchMaxBytes(r.fetchBytes())}
+		// Without the no-wait option, a probe with a short expiry: a
+		// partial batch then costs probeWait, and a loaded server may end
+		// the probe before it delivered all that is pending (a smaller
+		// batch).
+		p := r.st.noWait
+		if p == nil {
+			p = jetstream.FetchMaxWait(min(probeWait, r.batchTimeout()))
+		}
+		probe = func() (jetstream.MessageBatch, error) { return r.Consumer.Fetch(n, append(limit, p)...) }
 	}
-	b, err := r.Consumer.Fetch(n, maxBytes, probe)
+	b, err := probe()
 	if err != nil {
 		return nil, err
 	}
@@ -767,11 +800,24 @@ func (r *Runner) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	if len(msgs) > 0 || err != nil || ctx.Err() != nil || r.stopping() {
 		return msgs, err
 	}
-	b, err = r.Consumer.Fetch(n, maxBytes, jetstream.FetchMaxWait(r.batchTimeout()))
+	b, err = r.Consumer.Fetch(n, append(limit, jetstream.FetchMaxWait(r.batchTimeout()))...)
 	if err != nil {
 		return nil, err
 	}
 	return r.collect(ctx, b)
+}
+
+// replicatedCount is the count of a fetch from a replicated consumer: as
+// many messages of the largest size the server accepts (max_payload from
+// Conn's INFO, the server default of 1 MiB without Conn) as fit
+// MaxBatchBytes, at least one. Servers configured with a smaller
+// max_payload, or a larger max_batch_bytes, get larger batches.
+func (r *Runner) replicatedCount() int {
+	maxPayload := int64(1 << 20)
+	if r.Conn != nil && r.Conn.MaxPayload() > 0 {
+		maxPayload = r.Conn.MaxPayload()
+	}
+	return max(1, int(int64(r.fetchBytes())/(maxPayload+fetchBytesMargin)))
 }
 
 // collect reads b until the request ends. If ctx ends or the runner stops
@@ -846,6 +892,7 @@ func (r *Runner) applyInfo(info *jetstream.ConsumerInfo) {
 	if r.MaxDeliver == 0 {
 		r.st.maxDeliver = info.Config.MaxDeliver
 	}
+	r.st.replicated = info.Cluster != nil && len(info.Cluster.Replicas) > 0
 	r.st.mu.Unlock()
 	m := r.metrics()
 	m.ConsumerNumPending.Set(float64(info.NumPending))
