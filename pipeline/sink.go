@@ -61,6 +61,10 @@ func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn f
 // is the sink's own.
 func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) (sink.Sink, error) {
 	s, err := cfg.Sink.Opener.Open(ctx, SinkDeps(cfg, m, log, conn, env))
+	if ce, ok := errors.AsType[*sink.ConfigError](err); ok && cfg.Sink.Type == "fanout" {
+		// A fanout sink names the target: "sinks.<name>.<key>".
+		return nil, &config.Error{File: "the sink settings", Problems: ce.Problems}
+	}
 	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 		// File names the settings for the multi-problem header ("2
 		// problems in the sink settings"); a single problem prints alone.
