@@ -34,7 +34,10 @@ type TargetError struct {
 	Err    error
 }
 
+// Error returns "<target>: <sink error>".
 func (e *TargetError) Error() string { return e.Target + ": " + e.Err.Error() }
+
+// Unwrap returns the target's own error.
 func (e *TargetError) Unwrap() error { return e.Err }
 
 // FanoutTarget returns the name of the target that refused the message.
