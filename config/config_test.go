@@ -324,11 +324,9 @@ func TestProblems(t *testing.T) {
 		{"tracing ok", doc("", `"tracing": {"enabled": true, "exporter": "otlp-grpc", "endpoint": "http://collector:4317", "headers_env": {"Authorization": "OTLP_AUTH"}}`), nil},
 
 		// §9 unsupported sections and sink types
-		{"unsupported enabled", doc("", `"custody": {"enabled": "yes"}, "routing": {"enabled": true}, "sinks": {"a": {}}, "plugins": []`), []Problem{
+		{"unsupported enabled", doc("", `"custody": {"enabled": "yes"}, "plugins": []`), []Problem{
 			{Path: "custody.enabled", Message: "custody hashing is not supported by nats-sink; remove the section or disable it"},
-			{Path: "routing.enabled", Message: "routing is not supported by nats-sink; remove the section or disable it"},
 			{Path: "plugins", Message: "expected object (got array)"},
-			{Path: "sinks", Message: "named sinks are not supported by nats-sink"},
 		}},
 		{"upstream sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": " Gotham "}}`, []Problem{
 			{Path: "sink.type", Message: `"gotham" is an upstream sink type that nats-sink does not provide`}}},
@@ -390,7 +388,6 @@ func TestParseValues(t *testing.T) {
 		{"opener", c.Sink.Opener.(*testFileSink).Directory, "out"},
 		{"warnings", c.Warnings, []string{
 			"mission_metadata: ignored (feature not supported; section is disabled)",
-			"sinks: ignored (feature not supported; section is disabled)",
 			"metrics.enabled: no exporter configured (set metrics.listen or metrics.snapshot_file)",
 		}},
 	}
@@ -555,7 +552,7 @@ func TestSchema(t *testing.T) {
 	walk = func(path string, v any) {
 		switch x := v.(type) {
 		case map[string]any:
-			if _, has := x["properties"]; has && !strings.HasSuffix(path, "sink.oneOf[1]") {
+			if _, has := x["properties"]; has && !strings.HasSuffix(path, "sink.oneOf[1]") && !strings.HasSuffix(path, "sinks.additionalProperties.oneOf[1]") {
 				count++
 				if x["additionalProperties"] != false {
 					t.Errorf("%s: additionalProperties = %v, want false", path, x["additionalProperties"])
