@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -200,16 +201,23 @@ func redactObject(m map[string]any, path string) {
 		switch {
 		case strings.HasSuffix(strings.ToLower(k), "_env"):
 			// *_env values and maps hold variable names: shown as written.
-		case kp == "nats.websocket_headers":
-			if hm, ok := v.(map[string]any); ok {
-				for name := range hm {
-					hm[name] = fields.Mask
-				}
+		case isHeaderMapKey(k):
+			// Header values carry API keys and tokens: every value is
+			// masked, the names are kept.
+			hm, ok := v.(map[string]any)
+			if !ok {
+				redactValue(v, kp) // not a map: routing's match.headers list
+				continue
+			}
+			for name := range hm {
+				hm[name] = fields.Mask
 			}
 		case isSecretKey(k):
 			if v != nil {
 				m[k] = fields.Mask
 			}
+		case k == "url" && m["type"] == "http":
+			m[k] = maskEndpointURL(v)
 		case isURLKey(k):
 			m[k] = maskURLs(v)
 		default:
@@ -227,6 +235,35 @@ func redactValue(v any, path string) {
 			redactValue(e, fields.Index(path, i))
 		}
 	}
+}
+
+// isHeaderMapKey reports whether a key holds a map of header values:
+// nats.websocket_headers, a connection's websocket_headers inside a sink
+// object, the HTTP sink's headers, and any other "headers" or "*_headers"
+// key (the *_env maps are handled before, and shown).
+func isHeaderMapKey(key string) bool {
+	lower := strings.ToLower(key)
+	return lower == "headers" || strings.HasSuffix(lower, "_headers")
+}
+
+// maskEndpointURL shows an HTTP sink's endpoint as scheme://host[:port],
+// followed by "/********" when it has a path other than "/" (webhook
+// tokens live in paths), or masks it whole when it holds user-info or does
+// not parse.
+func maskEndpointURL(v any) any {
+	raw, ok := v.(string)
+	if !ok || raw == "" {
+		return v
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || strings.Contains(raw, "@") || u.Host == "" {
+		return fields.Mask
+	}
+	out := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		out += "/" + fields.Mask
+	}
+	return out
 }
 
 // maskURLs masks a URL or DSN string holding "@" (user-info), or each such
