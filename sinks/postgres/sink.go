@@ -132,18 +132,16 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	return s, nil
 }
 
-// resolvePassword reads the one configured password source. A missing
+// resolvePassword reads the configured password source; with none it
+// returns "" and the connection offers no password. A missing
 // variable or unreadable file is a configuration problem (exit 2); the
 // message never includes the value or the file's content.
 func resolvePassword(c Config, deps sink.Deps) (string, error) {
 	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, deps.LookupEnv)
-	if err != nil {
+	if err != nil || path == "" {
 		return "", err
 	}
 	if strings.TrimSpace(v) == "" || fields.HasControl(v) {
-		if path == "" {
-			path = "password"
-		}
 		return "", &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: "the resolved password must be non-blank without control characters"}}}
 	}
 	return v, nil

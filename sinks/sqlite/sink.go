@@ -79,6 +79,9 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if err := writable(abs); err != nil {
 		return nil, err
 	}
+	if err := createFile(abs); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn(abs, c))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
@@ -155,6 +158,22 @@ func makeParent(abs string, create bool) error {
 		return fmt.Errorf("create sqlite directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// createFile creates a missing database file, empty and with mode 0600
+// (SQLite would create it 0644 less the umask): rows hold message
+// payloads, which the file sink also keeps 0600. SQLite gives the -wal and
+// -shm files it creates next to it the database file's mode. An existing
+// file keeps its mode: the operator chose it.
+func createFile(abs string) error {
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create sqlite database %s: %w", abs, err)
+	}
+	return f.Close()
 }
 
 // writable reports a database file or directory the process cannot write
