@@ -76,7 +76,7 @@ func Default() Config {
 // not read here (config.md §1.2).
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -111,6 +111,9 @@ func (c *Config) rules(p *fields.Problems) {
 	}
 	if c.SSLDisabled && (c.SSLCA != nil || c.SSLCert != nil || c.SSLKey != nil) {
 		p.Add("ssl_disabled", "must not be true when ssl_ca, ssl_cert or ssl_key is set")
+	}
+	if c.Layout == sqlconfig.LayoutMapped {
+		p.Add("layout", "mapped is not supported by the mysql sink yet")
 	}
 	sqlmodel.Check(&c.Shared, sqlmodel.MySQL, c.options(), p)
 }

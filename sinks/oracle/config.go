@@ -112,7 +112,7 @@ func Default() Config {
 // here (config.md §1.2).
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -172,6 +172,9 @@ func (c *Config) rules(p *fields.Problems) {
 		// Spec is silent; a minimum above the maximum is a typo every pool
 		// implementation rejects (python-oracledb included).
 		add("pool_min", fmt.Sprintf("must not exceed pool_max (got %d > %d)", c.PoolMin, c.PoolMax))
+	}
+	if c.Layout == sqlconfig.LayoutMapped {
+		p.Add("layout", "mapped is not supported by the oracle sink yet")
 	}
 	sqlmodel.Check(&c.Shared, sqlmodel.Oracle, c.options(), p)
 }

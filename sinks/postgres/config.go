@@ -82,7 +82,7 @@ func Default() Config {
 // the sink object.
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -114,6 +114,9 @@ func (c *Config) rules(p *fields.Problems) {
 	}
 	if strings.Contains(c.Host, "/") && !strings.HasPrefix(c.Host, "/") {
 		p.Add("host", fmt.Sprintf("must be a host name, an IP address or an absolute Unix socket directory (got %q)", c.Host))
+	}
+	if c.Layout == sqlconfig.LayoutMapped {
+		p.Add("layout", "mapped is not supported by the postgres sink yet")
 	}
 	sqlmodel.Check(&c.Shared, sqlmodel.Postgres, c.options(), p)
 }

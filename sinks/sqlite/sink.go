@@ -47,6 +47,8 @@ type Sink struct {
 	// execution.
 	chunks map[*sqlmodel.Table]*sql.Stmt
 	chunk  int
+	// mapped holds the mapped layout's prepared statements by text.
+	mapped map[string]*sql.Stmt
 	// open is true while a transaction may be open on conn (a failed
 	// ROLLBACK leaves it so); the next Begin rolls it back first.
 	open bool
@@ -92,7 +94,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows}
+	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows, mapped: map[string]*sql.Stmt{}}
 	if s.conn, err = db.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, classify(model.Mode, err))
@@ -208,15 +210,54 @@ func (s *Sink) setup(ctx context.Context) error {
 	if !strings.EqualFold(jm, s.cfg.JournalMode) || sync != wantSync {
 		return fmt.Errorf("sqlite %s: journal_mode %s, synchronous %d in effect (want %s, %d)", s.path, jm, sync, s.cfg.JournalMode, wantSync)
 	}
-	if !s.cfg.AutoCreate {
-		return nil
-	}
 	for _, t := range s.model.Tables {
+		if !s.cfg.AutoCreate {
+			break
+		}
 		if _, err := s.conn.ExecContext(ctx, s.model.DDL(t)); err != nil {
 			return fmt.Errorf("sqlite %s: create table %s: %w", s.path, t.Name, classify(s.model.Mode, err))
 		}
 	}
-	return nil
+	err := s.model.StartMapped(ctx, sqlmodel.Catalog{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := s.conn.ExecContext(ctx, q)
+			return err
+		},
+		Columns: s.columns,
+		Exists:  func(err error) bool { return strings.Contains(err.Error(), "duplicate column name") },
+	}, false)
+	if err != nil && !errors.Is(err, sink.ErrConfig) {
+		return fmt.Errorf("sqlite %s: %w", s.path, classify(s.model.Mode, err))
+	}
+	return err
+}
+
+// columns reads a table's declared column types (pragma table_info); nil
+// when the table does not exist.
+func (s *Sink) columns(ctx context.Context, table string) (map[string]string, error) {
+	q := "pragma table_info(" + sqlmodel.SQLite.Quote(table) + ")"
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		q = "pragma " + sqlmodel.SQLite.Quote(schema) + ".table_info(" + sqlmodel.SQLite.Quote(name) + ")"
+	}
+	rows, err := s.conn.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out map[string]string
+	for rows.Next() {
+		var cid, notNull, pk int
+		var name, typ string
+		var dflt any
+		if err := rows.Scan(&cid, &name, &typ, &notNull, &dflt, &pk); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ToLower(name)] = typ
+	}
+	return out, rows.Err()
 }
 
 // Type returns "sqlite".
@@ -278,6 +319,9 @@ type tx struct{ s *Sink }
 // columns, run the one-row statement, whose 0 rows changed tells which
 // rows were already present.
 func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	if g.Table.Mapped != nil {
+		return t.execMapped(ctx, g)
+	}
 	st, err := t.s.stmt(ctx, g.Table)
 	if err != nil {
 		return 0, err
@@ -346,6 +390,36 @@ func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		affected += n
 	}
 	return affected, nil
+}
+
+// execMapped writes a mapped group one statement per row, in delivery
+// order (so repeated keys and deletes apply in order), through statements
+// prepared once per text.
+func (t tx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	rowCtx := context.WithoutCancel(ctx)
+	stmts := sqlmodel.MappedStmts(g)
+	affected := make([]int64, len(stmts))
+	for i, st := range stmts {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		ps, ok := t.s.mapped[st.SQL]
+		if !ok {
+			var err error
+			if ps, err = t.s.conn.PrepareContext(rowCtx, st.SQL); err != nil {
+				return 0, err
+			}
+			t.s.mapped[st.SQL] = ps
+		}
+		res, err := ps.ExecContext(rowCtx, st.Args...)
+		if err != nil {
+			return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, err)
+		}
+		if affected[i], err = res.RowsAffected(); err != nil {
+			return 0, err
+		}
+	}
+	return sqlmodel.ApplyAffected(g, affected), nil
 }
 
 // Commit commits without ctx: once the batch is written, an interrupted
