@@ -939,3 +939,16 @@ func (m *Model) StartMapped(ctx context.Context, c Catalog, autoCreate bool) err
 	}
 	return nil
 }
+
+// TableColumns returns the folded names of every column t's rows write:
+// the mapped row's columns, or every audit column.
+func (m *Model) TableColumns(t *Table) []string {
+	if t.Mapped == nil {
+		return m.AllColumns()
+	}
+	out := make([]string, len(t.Mapped.Cols))
+	for i, c := range t.Mapped.Cols {
+		out[i] = c.Name
+	}
+	return out
+}

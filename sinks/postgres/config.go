@@ -115,9 +115,6 @@ func (c *Config) rules(p *fields.Problems) {
 	if strings.Contains(c.Host, "/") && !strings.HasPrefix(c.Host, "/") {
 		p.Add("host", fmt.Sprintf("must be a host name, an IP address or an absolute Unix socket directory (got %q)", c.Host))
 	}
-	if c.Layout == sqlconfig.LayoutMapped {
-		p.Add("layout", "mapped is not supported by the postgres sink yet")
-	}
 	sqlmodel.Check(&c.Shared, sqlmodel.Postgres, c.options(), p)
 }
 

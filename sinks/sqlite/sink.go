@@ -642,6 +642,15 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 		return fmt.Errorf("sqlite healthcheck %s: %w", s.path, classify(s.model.Mode, err))
 	}
 	for _, tb := range s.model.Tables {
+		if tb.Mapped != nil {
+			var ps *sql.Stmt
+			if ps, err = s.conn.PrepareContext(ctx, tb.Mapped.Insert); err != nil {
+				err = fmt.Errorf("sqlite healthcheck %s: table %s: %w", s.path, tb.Name, classify(s.model.Mode, err))
+				break
+			}
+			ps.Close()
+			continue
+		}
 		if _, err = s.stmt(ctx, tb); err != nil {
 			err = fmt.Errorf("sqlite healthcheck %s: table %s: %w", s.path, tb.Name, classify(s.model.Mode, err))
 			break
