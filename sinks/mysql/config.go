@@ -112,9 +112,6 @@ func (c *Config) rules(p *fields.Problems) {
 	if c.SSLDisabled && (c.SSLCA != nil || c.SSLCert != nil || c.SSLKey != nil) {
 		p.Add("ssl_disabled", "must not be true when ssl_ca, ssl_cert or ssl_key is set")
 	}
-	if c.Layout == sqlconfig.LayoutMapped {
-		p.Add("layout", "mapped is not supported by the mysql sink yet")
-	}
 	sqlmodel.Check(&c.Shared, sqlmodel.MySQL, c.options(), p)
 }
 
