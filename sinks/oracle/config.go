@@ -173,9 +173,6 @@ func (c *Config) rules(p *fields.Problems) {
 		// implementation rejects (python-oracledb included).
 		add("pool_min", fmt.Sprintf("must not exceed pool_max (got %d > %d)", c.PoolMin, c.PoolMax))
 	}
-	if c.Layout == sqlconfig.LayoutMapped {
-		p.Add("layout", "mapped is not supported by the oracle sink yet")
-	}
 	sqlmodel.Check(&c.Shared, sqlmodel.Oracle, c.options(), p)
 }
 
