@@ -272,6 +272,7 @@ func (m *Model) table(name string, idem *sqlconfig.Idempotency, upd *[]string, i
 	case StrategyMapping:
 		if sp == nil {
 			ip.Add(idemPath+".strategy", "mapping is only allowed with layout mapped")
+			return t
 		}
 	default:
 		ip.Addf(idemPath+".strategy", "must be one of stream_sequence, message_id, payload_field, mapping (got %q)", idem.Strategy)

@@ -33,7 +33,7 @@ func (c *testConfig) Validate() error {
 func decode(t *testing.T, d Dialect, js string) (*testConfig, []string) {
 	t.Helper()
 	c := &testConfig{Mode: string(Upsert), Shared: DefaultShared[sqlconfig.UpsertRoute](d), d: d}
-	err := fields.DecodeSink([]byte(js), c)
+	err := fields.DecodeSinkExact([]byte(js), c)
 	if err == nil {
 		return c, nil
 	}

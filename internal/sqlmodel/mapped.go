@@ -154,6 +154,9 @@ func (m *Model) mapped(t *Table, sp mappedSpec, idem *sqlconfig.Idempotency, ide
 		if idem.Strategy == StrategyMapping {
 			c, ok := mp.Mapping.Lookup(name)
 			switch {
+			case !ok && idemPath == "idempotency" && sp.itemsPath != "mapping":
+				p.Addf(sp.itemsPath, "inherited key column %q (%s) is not a mapping column of this route", name, path)
+				continue
 			case !ok:
 				p.Addf(path, "%q is not a mapping column", name)
 				continue
@@ -194,7 +197,9 @@ func (m *Model) mapped(t *Table, sp mappedSpec, idem *sqlconfig.Idempotency, ide
 	for _, c := range mp.Mapping.Columns {
 		path := fields.Index(sp.itemsPath, c.Item)
 		if prev, dup := inRow[strings.ToLower(c.Name)]; dup {
-			if idem.Strategy != StrategyMapping || !slices.ContainsFunc(mp.Cols[:mp.NKey], func(k *MCol) bool { return k.MC == c }) {
+			isKey := slices.ContainsFunc(mp.Cols[:mp.NKey], func(k *MCol) bool { return k.MC == c })
+			fromMapping := strings.HasPrefix(prev, sp.itemsPath+"[") // reported by mapping.Compile
+			if !isKey && !fromMapping {
 				p.Addf(path+".column", "duplicate column %q (also used by %s)", c.Name, prev)
 			}
 			continue
