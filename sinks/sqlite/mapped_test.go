@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // mappedConfig decodes a mapped-layout sink object (path filled in).
@@ -150,5 +152,95 @@ func TestMappedEvolve(t *testing.T) {
 	_, err = New(t.Context(), bad, sink.Deps{})
 	if !errors.Is(err, sink.ErrConfig) || !strings.Contains(err.Error(), `mapping[4].type: column "note" of table "orders" has type text, not compatible with mapped type bigint`) {
 		t.Errorf("New with a mismatched type = %v", err)
+	}
+}
+
+// TestMappedConversions writes every mapped type's edge values, one message
+// per value, and reads each back as stored: SQLite keeps numerics, times
+// and dates as text (exact decimals; lexical order is time order),
+// booleans as 0/1, bytes as blobs.
+func TestMappedConversions(t *testing.T) {
+	type item = sqlconfig.MappingItem
+	c := config(t)
+	c.Layout = sqlconfig.LayoutMapped
+	for _, it := range []item{
+		{Column: "i64", Type: "bigint"}, {Column: "i32", Type: "integer"}, {Column: "f", Type: "double"},
+		{Column: "n", Type: "numeric(12,2)"}, {Column: "b", Type: "boolean"}, {Column: "ts", Type: "timestamp"},
+		{Column: "ts_s", Type: "timestamp", EpochUnit: "s"}, {Column: "d", Type: "date"}, {Column: "j", Type: "json"},
+		{Column: "u", Type: "uuid"}, {Column: "by", Type: "bytes"}, {Column: "tx", Type: "text"},
+	} {
+		it.Path = "/" + it.Column
+		if it.EpochUnit == "" {
+			it.EpochUnit = "ms"
+		}
+		c.Mapping = append(c.Mapping, it)
+	}
+	long := strings.Repeat("é", 100000)
+	cases := []struct {
+		col, in string
+		want    any // value read back, or the failure's reason (fail)
+		fail    bool
+	}{
+		{"i64", `9223372036854775807`, int64(9223372036854775807), false},
+		{"i64", `-9223372036854775808`, int64(-9223372036854775808), false},
+		{"i64", `-9223372036854775809`, "out of range for bigint", true},
+		{"i64", `9007199254740993.0`, int64(9007199254740993), false},
+		{"i32", `-2147483648`, int64(-2147483648), false},
+		{"i32", `2147483648`, "out of range for integer", true},
+		{"f", `9007199254740993`, float64(9007199254740992), false},
+		{"n", `-0.10`, "-0.10", false},
+		{"n", `99999999999.99`, "out of range for numeric(12,2)", true},
+		{"b", `true`, int64(1), false},
+		{"b", `"true"`, "string not accepted for boolean (set lenient_strings)", true},
+		{"ts", `"2026-05-29t12:00:00.000001Z"`, "2026-05-29T12:00:00.000001Z", false},
+		{"ts", `"2026-05-29T00:30:00-01:30"`, "2026-05-29T02:00:00.000000Z", false},
+		{"ts", `-1`, "1969-12-31T23:59:59.999000Z", false},
+		{"ts_s", `1780048800.5`, "2026-05-29T10:00:00.500000Z", false},
+		{"ts", `"2026-05-29T23:59:60Z"`, "not a valid RFC 3339 timestamp", true},
+		{"d", `"2024-02-29"`, "2024-02-29", false},
+		{"d", `"2026-02-30"`, "not a valid date (YYYY-MM-DD)", true},
+		{"j", `[{"z":1,"a":"\u00e9"}]`, `[{"a":"\u00e9","z":1}]`, false},
+		{"u", `"urn:uuid:0e2a6c4e-1c6b-4e37-9d2b-1a5f0c3e9b7d"`, "not a valid UUID", true},
+		{"by", `"aGk="`, []byte("hi"), false},
+		{"tx", `"` + long + `"`, long, false},
+		{"tx", `true`, "true", false},
+		{"tx", `"a\u0000b"`, "a\x00b", false},
+	}
+	s := open(t, c)
+	var batch []*sink.Envelope
+	for i, tc := range cases {
+		batch = append(batch, menv(uint64(i+1), `{"`+tc.col+`":`+tc.in+`}`, nil))
+	}
+	batch = append(batch, menv(1000, `{"by":""}`, nil)) // "" is no bytes, not NULL
+	res := s.WriteBatch(t.Context(), batch)
+	db, err := sql.Open("sqlite", "file:"+s.Path()+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i, tc := range cases {
+		r := res[i]
+		if tc.fail {
+			want := fmt.Sprintf("mapping column %q (path %q): %s", tc.col, "/"+tc.col, tc.want)
+			if r.Outcome != sink.Permanent || r.Shared || !strings.HasSuffix(r.Err.Error(), want) {
+				t.Errorf("%s = %s: result %v %v, want unshared permanent %q", tc.col, tc.in, r.Outcome, r.Err, want)
+			}
+			continue
+		}
+		if r.Outcome != sink.Committed {
+			t.Errorf("%s = %.40s: result %v %v, want committed", tc.col, tc.in, r.Outcome, r.Err)
+			continue
+		}
+		var got any
+		if err := db.QueryRow(fmt.Sprintf("select %q from nats_sink_events where stream_sequence = ?", tc.col), i+1).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(got, tc.want) {
+			t.Errorf("%s = %.40s: stored %.60v (%T), want %.60v (%T)", tc.col, tc.in, got, got, tc.want, tc.want)
+		}
+	}
+	var empty string
+	if err := db.QueryRow(`select typeof("by") || length("by") from nats_sink_events where stream_sequence = 1000`).Scan(&empty); err != nil || empty != "blob0" {
+		t.Errorf("empty base64 stored as %q (%v), want an empty blob", empty, err)
 	}
 }
