@@ -860,14 +860,17 @@ func MappedStmts(g Group) []Stmt {
 
 // ApplyAffected marks the rows of a mapped group whose statement affected
 // nothing as Duplicate (a delete of a missing row is a success, not a
-// duplicate) and returns -1 for Tx.Exec (duplicates are per row).
+// duplicate) and returns, for Tx.Exec, the number of rows that were not,
+// so that the Writer's attempted − affected counts the duplicates.
 func ApplyAffected(g Group, affected []int64) int64 {
+	n := int64(len(g.Rows))
 	for i, r := range g.Rows {
 		if !r.Delete && i < len(affected) && affected[i] == 0 {
 			r.Duplicate = true
+			n--
 		}
 	}
-	return -1
+	return n
 }
 
 // ErrNoTable is wrapped by a start-up check that found no table.

@@ -59,6 +59,7 @@ type Sink struct {
 	exec     sink.Histogram
 	commit   sink.Histogram
 	dups     sink.Counter
+	deletes  sink.Counter
 	stopOnce sync.Once
 }
 
@@ -118,6 +119,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	s.exec = sqlmodel.Histogram(m, "postgres_execute_seconds", "Time spent executing PostgreSQL statements per batch.")
 	s.commit = sqlmodel.Histogram(m, "postgres_commit_seconds", "Time spent in PostgreSQL COMMIT.")
 	s.dups = sqlmodel.Counter(m, "postgres_duplicates_total", "Rows PostgreSQL found already present (insert_ignore, upsert without update columns, or repeated keys inside a batch).")
+	s.deletes = sqlmodel.DeletesCounter(m, sqlmodel.Postgres)
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -130,6 +132,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 			s.exec.Observe(st.Exec.Seconds())
 			s.commit.Observe(st.Commit.Seconds())
 			s.dups.Add(st.Duplicates)
+			s.deletes.Add(st.Deletes)
 		},
 	}
 	return s, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sqlconfig"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
 // mappedConfig decodes a mapped-layout sink object (path filled in).
@@ -75,7 +76,11 @@ func readOrders(t *testing.T, path, cols string) [][]any {
 // and deleting it again succeeds.
 func TestMapped(t *testing.T) {
 	c := mappedConfig(t, config(t).Path, "")
-	s := open(t, c)
+	m, err := telemetry.NewMetrics(nil, "nats_sinks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openWith(t, c, sink.Deps{Metrics: m.ForSinks()})
 	tenant := map[string][]string{"X-Tenant": {"acme"}}
 	batch := []*sink.Envelope{
 		menv(1, `{"order":{"id":1,"amount":42.5},"placed_at":"2026-05-29T12:00:00.1234567+02:00"}`, tenant),
@@ -116,6 +121,12 @@ func TestMapped(t *testing.T) {
 	}
 	if got := readOrders(t, s.Path(), "order_id"); !cmp.Equal(got, [][]any{{int64(3)}}) {
 		t.Errorf("rows after delete = %v", got)
+	}
+	if got := s.deletes.(*telemetry.Counter).Value(); got != 2 {
+		t.Errorf("sqlite_deletes_total = %d, want 2", got)
+	}
+	if got := s.dups.(*telemetry.Counter).Value(); got != 1 {
+		t.Errorf("sqlite_duplicates_total = %d, want 1 (the older message of key 3)", got)
 	}
 }
 

@@ -56,6 +56,7 @@ type Sink struct {
 	w        sqlmodel.Writer
 	commit   sink.Histogram
 	dups     sink.Counter
+	deletes  sink.Counter
 	stopOnce sync.Once
 }
 
@@ -107,6 +108,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	m := deps.Meter()
 	s.commit = sqlmodel.Histogram(m, "sqlite_commit_seconds", "Time spent in SQLite COMMIT.")
 	s.dups = sqlmodel.Counter(m, "sqlite_duplicates_total", "Rows SQLite found already present (insert_ignore, or upsert without update columns).")
+	s.deletes = sqlmodel.DeletesCounter(m, sqlmodel.SQLite)
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -114,6 +116,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		Observe: func(st sqlmodel.Stats) {
 			s.commit.Observe(st.Commit.Seconds())
 			s.dups.Add(st.Duplicates)
+			s.deletes.Add(st.Deletes)
 		},
 	}
 	return s, nil
