@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
@@ -20,7 +21,8 @@ import (
 // mid-run: afterwards exactly one row per key, holding the key's newest
 // message; the one poison message (an amount that is not a number) is
 // dead-lettered naming column, path and reason, and everything else is
-// stored.
+// stored. Then a stream of deletes (header Op: delete, each sent twice)
+// removes its keys' rows.
 func TestPostgresMappedBusinessKey(t *testing.T) {
 	const n, keys, poison = 20000, 2000, 4321
 	dsn := natstest.Service(t, postgresDSNEnv)
@@ -50,6 +52,7 @@ func TestPostgresMappedBusinessKey(t *testing.T) {
 		"sslmode": "disable", "connect_timeout_seconds": 2, "table": table, "auto_create": true,
 		"layout": "mapped", "mapping": mapping, "include_columns": []string{"stream_sequence"},
 		"version_column": "stream_sequence", "idempotency": map[string]any{"strategy": "mapping", "columns": []string{"order_id"}},
+		"delete_when": map[string]any{"header": "Op", "equals": "delete"},
 	})
 	d.Delivery["max_in_flight_batches"] = 4
 	d.Delivery["batch_size"] = 250
@@ -96,6 +99,29 @@ func TestPostgresMappedBusinessKey(t *testing.T) {
 	if rows != keys || newest != keys {
 		t.Errorf("rows %d, rows holding the key's newest message %d; want %d, %d", rows, newest, keys, keys)
 	}
+	// A delete stream: every tenth key deleted by a message carrying only
+	// the key and the header, each delete published twice.
+	p = start(t, cfg)
+	for k := 0; k < keys; k += 10 {
+		for range 2 {
+			m := nats.NewMsg("pgmap.events")
+			m.Header.Set("Op", "delete")
+			m.Data = fmt.Appendf(nil, `{"order":{"id":%d}}`, k)
+			if _, err := js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitAllAcked(t, js, "PGMAP", "pgmap", n+2*keys/10, 2*time.Minute)
+	p.stop(t)
+	var left, deleted int
+	if err := conn.QueryRow(ctx, `select count(*), count(*) filter (where order_id % 10 = 0) from `+table).Scan(&left, &deleted); err != nil {
+		t.Fatal(err)
+	}
+	if left != keys-keys/10 || deleted != 0 {
+		t.Errorf("after the deletes: %d rows, %d of deleted keys; want %d, 0", left, deleted, keys-keys/10)
+	}
+
 	dlq, err := js.Stream(ctx, "PGMAP_DLQ")
 	if err != nil {
 		t.Fatal(err)
