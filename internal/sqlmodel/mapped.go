@@ -832,10 +832,22 @@ func (m *Model) pgCast(c *MCol, found map[string]string) string {
 	case mapping.Bytes:
 		return "::bytea"
 	}
-	if f, ok := found[strings.ToLower(c.Name)]; ok {
-		return "::text::" + f
+	if c.Type().Kind == mapping.Text {
+		// Assignment to a varchar(n) or char(n) column checks the length;
+		// an explicit cast to it would silently truncate.
+		return "::text"
 	}
-	return "::text::" + m.Dialect.SQLType(c.Type(), c.Key)
+	typ := m.Dialect.SQLType(c.Type(), c.Key)
+	if f, ok := found[strings.ToLower(c.Name)]; ok {
+		typ = f
+	}
+	// The cast names the base type only: the column's type modifier is
+	// applied by the assignment, which raises an error where an explicit
+	// cast would round or truncate.
+	if i := strings.IndexByte(typ, '('); i >= 0 {
+		typ = typ[:i]
+	}
+	return "::text::" + typ
 }
 
 // A Stmt is one statement of a mapped group with its arguments.

@@ -160,3 +160,29 @@ func TestMappedEvolve(t *testing.T) {
 		t.Errorf("New with a mismatched type = %v", err)
 	}
 }
+
+// TestMappedDatabaseRefusal: a value too long for the operator's varchar(5)
+// column fails the statement as a Shared permanent result (strict mode,
+// never truncated), which the runner bisects; alone, the others commit.
+func TestMappedDatabaseRefusal(t *testing.T) {
+	srv := testServer(t)
+	c := srv.config(srv.table(t))
+	c.AutoCreate = false
+	if _, err := srv.admin.ExecContext(t.Context(), "create table `"+c.Table+"` (STREAM_NAME varchar(255) not null, STREAM_SEQUENCE bigint not null, code varchar(5), primary key (STREAM_NAME, STREAM_SEQUENCE))"); err != nil {
+		t.Fatal(err)
+	}
+	c.Layout = sqlconfig.LayoutMapped
+	c.Mapping = []sqlconfig.MappingItem{{Column: "code", Path: "/code", Type: "text", EpochUnit: "ms"}}
+	s := open(t, c)
+	batch := []*sink.Envelope{menv(1, `{"code":"ab"}`, nil), menv(2, `{"code":"abcdef"}`, nil), menv(3, `{"code":"cd"}`, nil)}
+	for i, r := range s.WriteBatch(t.Context(), batch) {
+		if r.Outcome != sink.Permanent || !r.Shared {
+			t.Errorf("batch [%d] = %v shared %v, want Shared Permanent", i, r.Outcome, r.Shared)
+		}
+	}
+	for i, want := range []sink.Outcome{sink.Committed, sink.Permanent, sink.Committed} {
+		if r := s.WriteBatch(t.Context(), batch[i:i+1])[0]; r.Outcome != want {
+			t.Errorf("alone [%d] = %v (%v), want %v", i, r.Outcome, r.Err, want)
+		}
+	}
+}

@@ -179,3 +179,31 @@ func TestMappedEvolve(t *testing.T) {
 		t.Errorf("New with a mismatched type = %v", err)
 	}
 }
+
+// TestMappedDatabaseRefusal: a value the database refuses (too long for a
+// varchar(5) column the operator declared) fails the whole statement as a
+// Shared permanent result, which the runner bisects; alone, the other
+// messages commit and the refused one stays permanent.
+func TestMappedDatabaseRefusal(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := baseConfig(t, dsn)
+	c.AutoCreate = false
+	conn := db(t, dsn)
+	if _, err := conn.Exec(t.Context(), "create table "+c.Table+" (stream_name text not null, stream_sequence bigint not null, code varchar(5), primary key (stream_name, stream_sequence))"); err != nil {
+		t.Fatal(err)
+	}
+	c.Layout = sqlconfig.LayoutMapped
+	c.Mapping = []sqlconfig.MappingItem{{Column: "code", Path: "/code", Type: "text", EpochUnit: "ms"}}
+	s := open(t, c)
+	batch := []*sink.Envelope{menv(1, `{"code":"ab"}`, nil), menv(2, `{"code":"abcdef"}`, nil), menv(3, `{"code":"cd"}`, nil)}
+	for i, r := range s.WriteBatch(t.Context(), batch) {
+		if r.Outcome != sink.Permanent || !r.Shared {
+			t.Errorf("batch [%d] = %v shared %v, want Shared Permanent", i, r.Outcome, r.Shared)
+		}
+	}
+	for i, want := range []sink.Outcome{sink.Committed, sink.Permanent, sink.Committed} {
+		if r := s.WriteBatch(t.Context(), batch[i:i+1])[0]; r.Outcome != want {
+			t.Errorf("alone [%d] = %v (%v), want %v", i, r.Outcome, r.Err, want)
+		}
+	}
+}
