@@ -121,6 +121,9 @@ func TestMappedEvolve(t *testing.T) {
 		{Column: "amount", Path: "/amount", Type: "numeric(12,2)", EpochUnit: "ms"},
 	}
 	s := open(t, c)
+	if err := s.Healthcheck(t.Context()); err != nil {
+		t.Errorf("Healthcheck of a mapped table: %v", err)
+	}
 	res := s.WriteBatch(t.Context(), []*sink.Envelope{
 		menv(2, `{"id":1,"amount":2}`, nil), menv(1, `{"id":1,"amount":1}`, nil), menv(3, `{"id":2,"amount":"x"}`, nil), menv(4, `{"id":3}`, nil)})
 	var got []sink.Outcome

@@ -81,6 +81,9 @@ func TestMapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openWith(t, c, sink.Deps{Metrics: m.ForSinks()})
+	if err := s.Healthcheck(t.Context()); err != nil {
+		t.Errorf("Healthcheck of a mapped table: %v", err)
+	}
 	tenant := map[string][]string{"X-Tenant": {"acme"}}
 	batch := []*sink.Envelope{
 		menv(1, `{"order":{"id":1,"amount":42.5},"placed_at":"2026-05-29T12:00:00.1234567+02:00"}`, tenant),
