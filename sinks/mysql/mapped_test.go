@@ -189,3 +189,42 @@ func TestMappedDatabaseRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestMappedEvolveTogether: four processes starting at once against a table
+// lacking two mapped columns all start (1060 "duplicate column" is ignored,
+// then the columns are checked again).
+func TestMappedEvolveTogether(t *testing.T) {
+	srv := testServer(t)
+	c := srv.config(srv.table(t))
+	c.AutoCreate, c.AutoEvolve = false, true
+	if _, err := srv.admin.ExecContext(t.Context(), "create table `"+c.Table+"` (STREAM_NAME varchar(255) not null, STREAM_SEQUENCE bigint not null, a longtext, b bigint, primary key (STREAM_NAME, STREAM_SEQUENCE))"); err != nil {
+		t.Fatal(err)
+	}
+	c.Layout = sqlconfig.LayoutMapped
+	for _, col := range []string{"a", "b", "c", "d"} {
+		typ := "text"
+		if col == "b" || col == "d" {
+			typ = "bigint"
+		}
+		c.Mapping = append(c.Mapping, sqlconfig.MappingItem{Column: col, Path: "/" + col, Type: typ, EpochUnit: "ms"})
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			s, err := New(t.Context(), c, sink.Deps{})
+			if err == nil {
+				s.Stop(t.Context())
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("New: %v", err)
+		}
+	}
+	cols := scalar(t, srv, "select group_concat(concat(column_name, ' ', column_type) order by ordinal_position separator ', ') from information_schema.columns where table_schema = database() and table_name = ?", c.Table)
+	if want := "STREAM_NAME varchar(255), STREAM_SEQUENCE bigint(20), a longtext, b bigint(20), c longtext, d bigint(20)"; cols != want {
+		t.Errorf("columns = %s, want %s", cols, want)
+	}
+}

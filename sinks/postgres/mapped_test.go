@@ -210,3 +210,45 @@ func TestMappedDatabaseRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestMappedEvolveTogether: two processes starting at once against a table
+// that lacks two mapped columns both start (the loser's "already exists"
+// is ignored and the columns are checked again), and the table has every
+// column once.
+func TestMappedEvolveTogether(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := baseConfig(t, dsn)
+	c.AutoCreate, c.AutoEvolve = false, true
+	conn := db(t, dsn)
+	if _, err := conn.Exec(t.Context(), "create table "+c.Table+" (stream_name text not null, stream_sequence bigint not null, a text, b bigint, primary key (stream_name, stream_sequence))"); err != nil {
+		t.Fatal(err)
+	}
+	c.Layout = sqlconfig.LayoutMapped
+	for _, col := range []string{"a", "b", "c", "d"} {
+		typ := "text"
+		if col == "b" || col == "d" {
+			typ = "bigint"
+		}
+		c.Mapping = append(c.Mapping, sqlconfig.MappingItem{Column: col, Path: "/" + col, Type: typ, EpochUnit: "ms"})
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			s, err := New(t.Context(), c, sink.Deps{})
+			if err == nil {
+				s.Stop(t.Context())
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("New: %v", err)
+		}
+	}
+	var cols string
+	must(t, conn.QueryRow(t.Context(), "select string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' order by attnum) from pg_attribute where attrelid = $1::regclass and attnum > 0 and not attisdropped", c.Table).Scan(&cols))
+	if want := "stream_name text, stream_sequence bigint, a text, b bigint, c text, d bigint"; cols != want {
+		t.Errorf("columns = %s, want %s", cols, want)
+	}
+}
