@@ -72,7 +72,7 @@ func DefaultColumns() Columns {
 // Idempotency is the "idempotency" object (sinks.md §2).
 type Idempotency struct {
 	Strategy     string   `json:"strategy" enum:"stream_sequence,message_id,payload_field,mapping" doc:"What identifies a message: stream and sequence, message id, a payload field (written to the message_id column), or mapping columns (layout mapped)."`
-	Columns      []string `json:"columns" doc:"Key columns (mapped column names). Left at the default, strategies message_id and payload_field use [\"MESSAGE_ID\"]."`
+	Columns      []string `json:"columns" doc:"Key columns (audit column names; with strategy mapping, mapping columns). Left at the default, strategies message_id and payload_field use [\"MESSAGE_ID\"]; strategy mapping needs its own list."`
 	PayloadField *string  `json:"payload_field" doc:"Dotted path into the normalised payload; required for strategy payload_field."`
 }
 
