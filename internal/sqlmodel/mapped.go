@@ -108,19 +108,18 @@ func (d Dialect) Profile() mapping.Profile {
 
 // mappedSpec is what one table of the mapped layout is compiled from.
 type mappedSpec struct {
-	items                 []sqlconfig.MappingItem
-	itemsPath             string
-	incl                  []string
-	inclPath              string
-	check                 bool // report problems (false: inherited, already reported)
-	lenient               bool
-	version               *string
-	deleteWhen            *sqlconfig.DeleteWhen
-	headersOnlyImpossible bool
+	items      []sqlconfig.MappingItem
+	itemsPath  string
+	incl       []string
+	inclPath   string
+	check      bool // report problems (false: inherited, already reported)
+	lenient    bool
+	version    *string
+	deleteWhen *sqlconfig.DeleteWhen
 }
 
-// mapped compiles t's mapped row shape; keyCols are the configured key
-// columns at idemPath, upd the update columns at updPath.
+// mapped compiles t's mapped row shape from sp, the idempotency object at
+// idemPath and the update columns upd at updPath.
 func (m *Model) mapped(t *Table, sp mappedSpec, idem *sqlconfig.Idempotency, idemPath string, upd *[]string, updPath string, p *fields.Problems) {
 	if !sp.check {
 		p = &fields.Problems{}
@@ -260,7 +259,8 @@ func (m *Model) mapped(t *Table, sp mappedSpec, idem *sqlconfig.Idempotency, ide
 	}
 }
 
-var headerName = func(s string) bool {
+// headerName reports a header name of 1 to 128 token characters.
+func headerName(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
@@ -525,7 +525,7 @@ func (m *Model) AddColumnSQL(t *Table, c *MCol) string {
 	return "alter table " + d.Quote(t.Name) + " add column " + d.Quote(c.Name) + " " + typ
 }
 
-// Check compares the found column types of mapped table t (lower-case name
+// CheckColumns compares the found column types of mapped table t (lower-case name
 // → the catalog's type text) with its row: it returns the columns that
 // auto_evolve may add, or a *sink.ConfigError naming the first problems
 // (a type mismatch, a missing key column, a missing column without
@@ -885,7 +885,7 @@ func ApplyAffected(g Group, affected []int64) int64 {
 	return n
 }
 
-// ErrNoTable is wrapped by a start-up check that found no table.
+// ErrNoTable is wrapped by the start-up check's error for a missing table.
 var ErrNoTable = errors.New("table does not exist")
 
 // shape describes the row shape for the check that routes to one table
