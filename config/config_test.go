@@ -324,8 +324,8 @@ func TestProblems(t *testing.T) {
 		{"tracing ok", doc("", `"tracing": {"enabled": true, "exporter": "otlp-grpc", "endpoint": "http://collector:4317", "headers_env": {"Authorization": "OTLP_AUTH"}}`), nil},
 
 		// §9 unsupported sections and sink types
-		{"unsupported enabled", doc("", `"custody": {"enabled": "yes"}, "routing": {"enabled": true}, "sinks": {"a": {}}, "plugins": []`), []Problem{
-			{Path: "custody.enabled", Message: "custody hashing is not supported by nats-sink; remove the section or disable it"},
+		{"unsupported enabled", doc("", `"size_policy": {"enabled": "yes"}, "routing": {"enabled": true}, "sinks": {"a": {}}, "plugins": []`), []Problem{
+			{Path: "size_policy.enabled", Message: "size policy is not supported by nats-sink; remove the section or disable it"},
 			{Path: "routing.enabled", Message: "routing is not supported by nats-sink; remove the section or disable it"},
 			{Path: "plugins", Message: "expected object (got array)"},
 			{Path: "sinks", Message: "named sinks are not supported by nats-sink"},
@@ -467,7 +467,7 @@ func TestEffectiveRedaction(t *testing.T) {
 	        "websocket_headers": {"X-Tenant": "tenant-value"}, "websocket_headers_env": {"Authorization": "WS_AUTH_VAR"}},
 	  "encryption": {"key_b64": "` + key + `", "rules": [{"subject": "a.>", "key_b64_env": "RULE_KEY_VAR"}]},
 	  "tracing": {"headers_env": {"X-Token": "OTLP_TOKEN_VAR"}},
-	  "custody": {"enabled": false},
+	  "message_authenticity": {"rules": [{"subject": "a.>", "key_id": "k", "key_b64": "` + key + `"}, {"subject": "b.>", "key_id": "k", "key_b64_env": "AUTH_KEY_VAR"}]},
 	  "sink": {"type": "postgres", "dsn": "postgres://u:dsnpass@db/x", "password": "sinkpw", "password_env": "SINK_PW_VAR",
 	           "headers": {"X-Api-Token": "tokval", "X-Plain": "plain"}, "headers_env": {"X-Auth-Token": "HDR_VAR"}}}`
 	c, err := Parse([]byte(d), "test.json", testRegistry(), noEnv)
@@ -484,13 +484,10 @@ func TestEffectiveRedaction(t *testing.T) {
 			t.Errorf("Effective output contains secret %q:\n%s", secret, s)
 		}
 	}
-	for _, shown := range []string{"WS_AUTH_VAR", "RULE_KEY_VAR", "OTLP_TOKEN_VAR", "SINK_PW_VAR", "HDR_VAR", `"X-Tenant": "********"`, `"user": "alice"`, `"X-Plain": "plain"`, `"key_b64_env": null`} {
+	for _, shown := range []string{"WS_AUTH_VAR", "RULE_KEY_VAR", "OTLP_TOKEN_VAR", "SINK_PW_VAR", "HDR_VAR", "AUTH_KEY_VAR", `"X-Tenant": "********"`, `"user": "alice"`, `"X-Plain": "plain"`, `"key_b64_env": null`} {
 		if !strings.Contains(s, shown) {
 			t.Errorf("Effective output lacks %q:\n%s", shown, s)
 		}
-	}
-	if strings.Contains(s, "custody") {
-		t.Errorf("Effective output contains the unsupported section custody")
 	}
 	if !strings.HasSuffix(s, "}\n") || !strings.HasPrefix(s, "{\n  \"consumer_management\": {") {
 		t.Errorf("Effective output is not pretty canonical JSON with a trailing newline:\n%s", s)

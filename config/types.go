@@ -19,6 +19,10 @@ type Config struct {
 	MessageMetadata    MessageMetadata    `json:"message_metadata" doc:"Priority, classification and labels (config.md §7.3)."`
 	Encryption         Encryption         `json:"encryption" doc:"Payload encryption (config.md §7.4)."`
 	Tracing            Tracing            `json:"tracing" doc:"OpenTelemetry tracing (config.md §8)."`
+	// MessageAuthenticity verifies producer signatures; Custody attaches
+	// custody hashes to stored records (docs/integrity.md).
+	MessageAuthenticity MessageAuthenticity `json:"message_authenticity" doc:"Producer signature verification (docs/integrity.md)."`
+	Custody             Custody             `json:"custody" doc:"Chain-of-custody hashes on stored records (docs/integrity.md)."`
 	// Sink is the destination. Its object is decoded by the registered
 	// sink Decoder, not by this package.
 	Sink SinkConfig `json:"sink" required:"true" fields:"external"`
@@ -307,6 +311,8 @@ func Default() Config {
 			TagLength:      16,
 			Rules:          []EncryptionRule{},
 		},
+		MessageAuthenticity: defaultAuthenticity(),
+		Custody:             defaultCustody(),
 		Tracing: Tracing{
 			Exporter:    "otlp-http",
 			SampleRatio: 1.0,

@@ -28,6 +28,8 @@ func (c *Config) validate(p *fields.Problems) {
 	c.MessageMetadata.validate(p)
 	c.Encryption.validate(p)
 	c.Tracing.validate(p)
+	c.MessageAuthenticity.validate(p)
+	c.Custody.validate(p)
 }
 
 var (
