@@ -110,6 +110,7 @@ func Commands() []Command {
 		{"dlq", "list|show|redrive CONFIG ...", "list, show and republish dead-letter entries", runDLQ},
 		{"status", statusUsage, "consumer state and lag, DLQ depth, sink health, process readiness", runStatus},
 		{"replay", replayUsage, "backfill the sink from a range of the stream on a consumer of its own", runReplay},
+		{"verify-custody", verifyCustodyUsage, "re-compute the custody hashes of stored records", runVerifyCustody},
 	}
 }
 

@@ -238,8 +238,7 @@ func replayKeys(env *Env, keys keyFlags) (map[string][]byte, error) {
 // configuration enables custody, each replayed record gets the custody
 // document the runner would have computed at receipt, from the spooled
 // receive times and headers. A record whose custody fails (a malformed
-// chain link, an input over the limit) is quarantined like any other
-// permanent failure.
+// chain link, an input over the limit) stops the replay at that record.
 func replayCustody(cfg *config.Config) func(*sink.Envelope) error {
 	if !cfg.Custody.Enabled {
 		return nil
