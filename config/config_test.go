@@ -607,9 +607,18 @@ func TestWeakEncryptionWarnings(t *testing.T) {
 		{"inherited by two rules, named once", `{"nonce_size_bytes": 9, ` + key + `, "rules": [{"subject": "a.>"}, {"subject": "b.>"}]}`,
 			[]string{"encryption.nonce_size_bytes"}},
 		{"disabled rule", `{"nonce_size_bytes": 9, ` + key + `, "rules": [{"subject": "a.>", "enabled": false}]}`, nil},
+		{"envelope v1 in use, warned once", `{"enabled": true, "envelope_version": 1, ` + key + `, "rules": [{"subject": "a.>"}]}`, []string{"encryption"}},
+		{"envelope v1 in one rule", `{"enabled": true, "envelope_version": 2, ` + key + `, "rules": [{"subject": "a.>", "envelope_version": 1}]}`, []string{"encryption"}},
+		{"envelope v1 not in use", `{"envelope_version": 1, ` + key + `}`, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			doc := `{"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "encryption": ` + tt.encryption +
+			enc := tt.encryption
+			if !strings.Contains(enc, "envelope_version") {
+				// The other cases are about nonces and tags: keep the
+				// envelope-version warning out of them.
+				enc = `{"envelope_version": 2, ` + enc[1:]
+			}
+			doc := `{"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "encryption": ` + enc +
 				`, "sink": {"type": "file", "directory": "d"}}`
 			c, err := Parse([]byte(doc), "test.json", testRegistry(), noEnv)
 			if err != nil {
