@@ -164,7 +164,11 @@ func TestReasons(t *testing.T) {
 	}{
 		{"valid", base, ""},
 		{"unmatched subject", func() intake.Message { m := withHeaders(base); m.Subject = "x.unmatched"; return m }(), ReasonNotCovered},
-		{"exempt subject unsigned", func() intake.Message { m := without(DefaultAlgorithmHeader, DefaultKeyIDHeader, DefaultSignatureHeader); m.Subject = "orders.public.x"; return m }(), ""},
+		{"exempt subject unsigned", func() intake.Message {
+			m := without(DefaultAlgorithmHeader, DefaultKeyIDHeader, DefaultSignatureHeader)
+			m.Subject = "orders.public.x"
+			return m
+		}(), ""},
 		{"no algorithm", without(DefaultAlgorithmHeader), ReasonAlgorithmMissing},
 		{"no algorithm nor key id", without(DefaultAlgorithmHeader, DefaultKeyIDHeader), ReasonAlgorithmMissing},
 		{"algorithm ed25519", withHeaders(base, DefaultAlgorithmHeader, "ed25519"), ReasonAlgorithmMismatch},

@@ -83,7 +83,9 @@ func (s *Settings) Compute(e *sink.Envelope) (*sink.Custody, error) {
 	return c, nil
 }
 
-func (s *Settings) over(in []byte) bool { return s.MaxHashInputBytes > 0 && len(in) > s.MaxHashInputBytes }
+func (s *Settings) over(in []byte) bool {
+	return s.MaxHashInputBytes > 0 && len(in) > s.MaxHashInputBytes
+}
 
 func (s *Settings) sum(in []byte) string { return Sum(s.Algorithm, in) }
 
