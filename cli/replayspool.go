@@ -240,18 +240,7 @@ func replayKeys(env *Env, keys keyFlags) (map[string][]byte, error) {
 // receive times and headers. A record whose custody fails (a malformed
 // chain link, an input over the limit) stops the replay at that record.
 func replayCustody(cfg *config.Config) func(*sink.Envelope) error {
-	if !cfg.Custody.Enabled {
-		return nil
-	}
-	s := pipeline.CustodySettings(&cfg.Custody)
-	return func(e *sink.Envelope) error {
-		doc, err := s.Compute(e)
-		if err != nil {
-			return err
-		}
-		e.Custody = doc
-		return nil
-	}
+	return pipeline.CustodyHook(&cfg.Custody)
 }
 
 // replayStartFailure prints a failure of the spool side's start or plan; a

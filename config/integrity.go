@@ -197,17 +197,27 @@ func (c *Custody) validate(p *fields.Problems) {
 	}
 }
 
+// VerificationKey is one resolved message-authenticity key: an HMAC secret
+// or a raw Ed25519 public key. It never prints its material.
+type VerificationKey struct {
+	ID       string
+	Material []byte
+}
+
+// String shows the key id only.
+func (k VerificationKey) String() string { return "verification key " + k.ID }
+
 // AuthenticityKeys resolves rule i's keys (primary first, then the
 // additional keys), reading key_b64_env and key_b64_file now. Errors name
 // the source and never contain key material; they are configuration
 // errors (exit 2).
-func (m *MessageAuthenticity) AuthenticityKeys(i int, env Env) ([]authenticity.Key, error) {
+func (m *MessageAuthenticity) AuthenticityKeys(i int, env Env) ([]VerificationKey, error) {
 	r := &m.Rules[i]
 	rp := fields.Index("message_authenticity.rules", i)
-	one := func(path, id string, value *secret.Value, envName, fileName *string) (authenticity.Key, error) {
+	one := func(path, id string, value *secret.Value, envName, fileName *string) (VerificationKey, error) {
 		v, _, err := secret.Resolve(path+".key_b64", value, envName, fileName, env)
 		if err != nil {
-			return authenticity.Key{}, err
+			return VerificationKey{}, err
 		}
 		src := path + ".key_b64:"
 		switch {
@@ -218,11 +228,11 @@ func (m *MessageAuthenticity) AuthenticityKeys(i int, env Env) ([]authenticity.K
 		}
 		key, err := authenticity.DecodeKey(src, r.Algorithm, v.Reveal())
 		if err != nil {
-			return authenticity.Key{}, keyProblem(path, err)
+			return VerificationKey{}, keyProblem(path, err)
 		}
-		return authenticity.Key{ID: id, Material: key}, nil
+		return VerificationKey{ID: id, Material: key}, nil
 	}
-	var keys []authenticity.Key
+	var keys []VerificationKey
 	k, err := one(rp, deref(r.KeyID), r.KeyB64, r.KeyB64Env, r.KeyB64File)
 	if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ func (h integrity) apply(r *runner.Runner) {
 func integrityHooks(cfg *config.Config, env config.Env) (integrity, error) {
 	var h integrity
 	if ma := &cfg.MessageAuthenticity; ma.Enabled {
-		p, err := AuthenticityPolicy(ma, env)
+		p, err := authenticityPolicy(ma, env)
 		if err != nil {
 			return h, err
 		}
@@ -38,23 +38,32 @@ func integrityHooks(cfg *config.Config, env config.Env) (integrity, error) {
 			return v.Error(e.Subject), nil
 		}
 	}
-	if c := &cfg.Custody; c.Enabled {
-		s := CustodySettings(c)
-		h.custody = func(e *sink.Envelope) error {
-			doc, err := s.Compute(e)
-			if err != nil {
-				return err
-			}
-			e.Custody = doc
-			return nil
-		}
-	}
+	h.custody = CustodyHook(&cfg.Custody)
 	return h, nil
 }
 
-// AuthenticityPolicy maps message_authenticity onto a verification policy,
+// CustodyHook returns the function that attaches the custody document of
+// c to an envelope, or nil when custody is disabled. Its errors are
+// permanent validation failures of that message (a malformed chain link,
+// an input over max_hash_input_bytes).
+func CustodyHook(c *config.Custody) func(*sink.Envelope) error {
+	if !c.Enabled {
+		return nil
+	}
+	s := custodySettings(c)
+	return func(e *sink.Envelope) error {
+		doc, err := s.Compute(e)
+		if err != nil {
+			return err
+		}
+		e.Custody = doc
+		return nil
+	}
+}
+
+// authenticityPolicy maps message_authenticity onto a verification policy,
 // resolving every enabled rule's keys.
-func AuthenticityPolicy(ma *config.MessageAuthenticity, env config.Env) (*authenticity.Policy, error) {
+func authenticityPolicy(ma *config.MessageAuthenticity, env config.Env) (*authenticity.Policy, error) {
 	p := &authenticity.Policy{
 		SignatureHeader: ma.SignatureHeader, AlgorithmHeader: ma.AlgorithmHeader, KeyIDHeader: ma.KeyIDHeader,
 		AllowUnmatched: ma.UnmatchedSubjectAction == "allow",
@@ -67,15 +76,17 @@ func AuthenticityPolicy(ma *config.MessageAuthenticity, env config.Env) (*authen
 			if err != nil {
 				return nil, configFailure(err)
 			}
-			rule.Keys = keys
+			for _, k := range keys {
+				rule.Keys = append(rule.Keys, authenticity.Key{ID: k.ID, Material: k.Material})
+			}
 		}
 		p.Rules = append(p.Rules, rule)
 	}
 	return p, nil
 }
 
-// CustodySettings maps the custody section.
-func CustodySettings(c *config.Custody) *custody.Settings {
+// custodySettings maps the custody section.
+func custodySettings(c *config.Custody) *custody.Settings {
 	s := &custody.Settings{
 		Algorithm: c.Algorithm, HashPayload: c.HashPayload, HashMetadata: c.HashMetadata,
 		IncludePreviousHash: c.IncludePreviousHash, PreviousHashHeader: c.PreviousHashHeader,
