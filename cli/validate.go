@@ -18,5 +18,6 @@ func runValidate(env *Env, args []string) int {
 	}
 	fmt.Fprintln(env.Stdout, "Configuration is valid.")
 	printSinkHeader(env, cfg)
+	printRoutingLines(env, cfg)
 	return exitOK
 }

@@ -104,10 +104,18 @@ func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, erro
 	cfg := Default()
 	var p fields.Problems
 	applyOverrides(root, env, &p)
+	rp := rewriteCompact(root, &p)
 	cfg.Warnings = unsupportedSections(root, &p)
+	sinksTree, hasSinks := root["sinks"]
+	routingTree := root["routing"]
+	delete(root, "sinks")
+	delete(root, "routing")
 	fields.Decode(root, &cfg, "", &p)
 	cfg.decodeSink(root, reg, &p)
+	cfg.decodeNamedSinks(sinksTree, hasSinks, rp.sinks, reg, &p)
+	cfg.decodeRouting(routingTree, rp, &p)
 	cfg.validate(&p)
+	cfg.resolveRouting(rp, cfg.Delivery.PermanentFailureIsolation, &p)
 	if p.Len() > 0 {
 		return nil, &Error{File: name, Problems: p.List()}
 	}
@@ -229,7 +237,6 @@ var unsupportedOrder = []struct{ key, feature string }{
 	{"security_labels", "security-label profiles"},
 	{"size_policy", "size policy"},
 	{"pre_sink_policy", "pre-sink policy"},
-	{"routing", "routing"},
 	{"plugins", "plugins"},
 }
 
@@ -266,22 +273,16 @@ func unsupportedSections(root map[string]any, p *fields.Problems) []string {
 		}
 		ignored(u.key)
 	}
-	if v, ok := root["sinks"]; ok {
-		delete(root, "sinks")
-		if m, isObj := v.(map[string]any); isObj && len(m) == 0 {
-			ignored("sinks")
-		} else {
-			p.Add("sinks", "named sinks are not supported by nats-sink")
-		}
-	}
 	return warnings
 }
 
 // upstreamSinkTypes are upstream sink types nats-sink does not provide.
-var upstreamSinkTypes = []string{"coherence", "oracle_nosql", "foundry", "gotham", "fanout"}
+var upstreamSinkTypes = []string{"coherence", "oracle_nosql", "foundry", "gotham"}
 
 // decodeSink checks sink.type and hands the sink object to the registered
-// Decoder, prefixing its problems with "sink.".
+// Decoder, prefixing its problems with "sink.". A fanout sink holds only
+// its type once the compact form has been rewritten; its Opener is built
+// from the routing section.
 func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.Problems) {
 	v, ok := root["sink"]
 	if !ok {
@@ -292,27 +293,46 @@ func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.P
 		p.Addf("sink", "expected object (got %s)", fields.JSONType(v))
 		return
 	}
+	c.sinkTree = m
+	c.Sink.Type, c.Sink.Opener = decodeSinkObject(m, "sink", reg, false, p)
+}
+
+// decodeSinkObject validates one sink object at path (the active sink or
+// a named sink) without I/O and returns its type and Opener. The type is
+// "" when it could not be read; the Opener is nil on any problem.
+func decodeSinkObject(m map[string]any, path string, reg *sink.Registry, named bool, p *fields.Problems) (string, sink.Opener) {
 	t, has := m["type"]
 	if !has {
-		p.Add("sink.type", "required")
-		return
+		p.Add(path+".type", "required")
+		return "", nil
 	}
 	ts, isStr := t.(string)
 	if !isStr {
-		p.Addf("sink.type", "expected string (got %s)", fields.JSONType(t))
-		return
+		p.Addf(path+".type", "expected string (got %s)", fields.JSONType(t))
+		return "", nil
 	}
 	ts = strings.ToLower(strings.TrimSpace(ts))
 	m["type"] = ts
-	c.Sink.Type = ts
-	c.sinkTree = m
+	if ts == "fanout" {
+		if named {
+			p.Add(path+".type", "fanout may only be the active sink")
+			return "", nil
+		}
+		for _, k := range sortedAnyKeys(m) {
+			if k != "type" {
+				p.Add(path+"."+k, "unknown key")
+			}
+		}
+		return ts, nil
+	}
 	for _, u := range upstreamSinkTypes {
 		if ts == u {
-			p.Addf("sink.type", "%q is an upstream sink type that nats-sink does not provide", ts)
-			return
+			p.Addf(path+".type", "%q is an upstream sink type that nats-sink does not provide", ts)
+			return "", nil
 		}
 	}
 	var dec sink.Decoder
+	ok := false
 	if reg != nil {
 		dec, ok = reg.Lookup(ts)
 	}
@@ -320,26 +340,26 @@ func (c *Config) decodeSink(root map[string]any, reg *sink.Registry, p *fields.P
 		// The registry lists its types in the order they were registered:
 		// sinks/builtin follows the documentation (sinks.md).
 		if reg == nil || len(reg.Names()) == 0 {
-			p.Addf("sink.type", "unknown sink type %q (no sink types are registered)", ts)
+			p.Addf(path+".type", "unknown sink type %q (no sink types are registered)", ts)
 		} else {
-			p.Addf("sink.type", "unknown sink type %q (expected one of %s)", ts, strings.Join(reg.Names(), ", "))
+			p.Addf(path+".type", "unknown sink type %q (expected one of %s)", ts, strings.Join(reg.Names(), ", "))
 		}
-		return
+		return "", nil
 	}
 	opener, err := dec(jsonx.MarshalExact(m, jsonx.UTF8))
 	if err != nil {
 		if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 			for _, pr := range ce.Problems {
-				path := pr.Path
-				if path == "(root)" {
-					path = ""
+				pp := pr.Path
+				if pp == "(root)" {
+					pp = ""
 				}
-				p.Add(fields.Join("sink", path), pr.Message)
+				p.Add(fields.Join(path, pp), pr.Message)
 			}
-			return
+			return ts, nil
 		}
-		p.Add("sink", err.Error())
-		return
+		p.Add(path, err.Error())
+		return ts, nil
 	}
-	c.Sink.Opener = opener
+	return ts, opener
 }

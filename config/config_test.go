@@ -324,16 +324,14 @@ func TestProblems(t *testing.T) {
 		{"tracing ok", doc("", `"tracing": {"enabled": true, "exporter": "otlp-grpc", "endpoint": "http://collector:4317", "headers_env": {"Authorization": "OTLP_AUTH"}}`), nil},
 
 		// §9 unsupported sections and sink types
-		{"unsupported enabled", doc("", `"size_policy": {"enabled": "yes"}, "routing": {"enabled": true}, "sinks": {"a": {}}, "plugins": []`), []Problem{
+		{"unsupported enabled", doc("", `"size_policy": {"enabled": "yes"}, "plugins": []`), []Problem{
 			{Path: "size_policy.enabled", Message: "size policy is not supported by nats-sink; remove the section or disable it"},
-			{Path: "routing.enabled", Message: "routing is not supported by nats-sink; remove the section or disable it"},
 			{Path: "plugins", Message: "expected object (got array)"},
-			{Path: "sinks", Message: "named sinks are not supported by nats-sink"},
 		}},
 		{"upstream sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": " Gotham "}}`, []Problem{
 			{Path: "sink.type", Message: `"gotham" is an upstream sink type that nats-sink does not provide`}}},
 		{"unknown sink type", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "redis"}}`, []Problem{
-			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, postgres, kafka)`}}},
+			{Path: "sink.type", Message: `unknown sink type "redis" (expected one of file, postgres, kafka, http, nats)`}}},
 		{"sink type missing", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"directory": "d"}}`, []Problem{{Path: "sink.type", Message: "required"}}},
 		{"sink not object", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": "file"}`, []Problem{{Path: "sink", Message: "expected object (got string)"}}},
 		{"sink problems prefixed", `{"nats": {"stream": "S", "consumer": "c", "subject": "s"}, "sink": {"type": "FILE", "compression_level": 10, "directry": "d"}}`, []Problem{
@@ -390,7 +388,6 @@ func TestParseValues(t *testing.T) {
 		{"opener", c.Sink.Opener.(*testFileSink).Directory, "out"},
 		{"warnings", c.Warnings, []string{
 			"mission_metadata: ignored (feature not supported; section is disabled)",
-			"sinks: ignored (feature not supported; section is disabled)",
 			"metrics.enabled: no exporter configured (set metrics.listen or metrics.snapshot_file)",
 		}},
 	}
@@ -484,7 +481,7 @@ func TestEffectiveRedaction(t *testing.T) {
 			t.Errorf("Effective output contains secret %q:\n%s", secret, s)
 		}
 	}
-	for _, shown := range []string{"WS_AUTH_VAR", "RULE_KEY_VAR", "OTLP_TOKEN_VAR", "SINK_PW_VAR", "HDR_VAR", "AUTH_KEY_VAR", `"X-Tenant": "********"`, `"user": "alice"`, `"X-Plain": "plain"`, `"key_b64_env": null`} {
+	for _, shown := range []string{"WS_AUTH_VAR", "RULE_KEY_VAR", "OTLP_TOKEN_VAR", "SINK_PW_VAR", "HDR_VAR", "AUTH_KEY_VAR", `"X-Tenant": "********"`, `"user": "alice"`, `"X-Plain": "********"`, `"key_b64_env": null`} {
 		if !strings.Contains(s, shown) {
 			t.Errorf("Effective output lacks %q:\n%s", shown, s)
 		}
@@ -495,6 +492,41 @@ func TestEffectiveRedaction(t *testing.T) {
 	var back map[string]any
 	if err := json.Unmarshal(out, &back); err != nil {
 		t.Fatalf("Effective output is not JSON: %v", err)
+	}
+}
+
+// TestEffectiveRedactsEndpointsAndHeaderMaps checks the HTTP sink's URL
+// (scheme://host:port, the path masked) and every header map, in sink and
+// in a connection object inside it.
+func TestEffectiveRedactsEndpointsAndHeaderMaps(t *testing.T) {
+	for _, tt := range []struct {
+		name, sink string
+		want       map[string]any
+	}{
+		{"http path", `{"type": "http", "url": "https://hooks.example.com:8443/services/T0K3N/abc", "headers": {"X-Plain": "plain-value"}}`,
+			map[string]any{"type": "http", "url": "https://hooks.example.com:8443/********", "headers": map[string]any{"X-Plain": "********"}}},
+		{"http root", `{"type": "http", "url": "https://hooks.example.com/"}`,
+			map[string]any{"type": "http", "url": "https://hooks.example.com"}},
+		{"http user-info", `{"type": "http", "url": "https://u:pw@hooks.example.com/x"}`,
+			map[string]any{"type": "http", "url": "********"}},
+		{"republish connection", `{"type": "nats", "connection": {"url": "ws://h:80", "websocket_headers": {"X-Tenant": "tenant-value"}, "websocket_headers_env": {"Authorization": "WS_VAR"}}}`,
+			map[string]any{"type": "nats", "connection": map[string]any{"url": "ws://h:80", "websocket_headers": map[string]any{"X-Tenant": "********"}, "websocket_headers_env": map[string]any{"Authorization": "WS_VAR"}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := `{"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "sink": ` + tt.sink + `}`
+			c, err := Parse([]byte(d), "test.json", testRegistry(), noEnv)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			out, _ := c.Effective()
+			var back map[string]any
+			if err := json.Unmarshal(out, &back); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, back["sink"]); diff != "" {
+				t.Errorf("effective sink mismatch (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -552,7 +584,7 @@ func TestSchema(t *testing.T) {
 	walk = func(path string, v any) {
 		switch x := v.(type) {
 		case map[string]any:
-			if _, has := x["properties"]; has && !strings.HasSuffix(path, "sink.oneOf[1]") {
+			if _, has := x["properties"]; has && !strings.HasSuffix(path, "sink.oneOf[1]") && !strings.HasSuffix(path, "sinks.additionalProperties.oneOf[1]") {
 				count++
 				if x["additionalProperties"] != false {
 					t.Errorf("%s: additionalProperties = %v, want false", path, x["additionalProperties"])

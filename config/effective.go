@@ -1,12 +1,14 @@
 package config
 
 import (
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/routing"
 )
 
 // Effective renders the configuration for show-effective-config
@@ -21,6 +23,16 @@ func (c *Config) Effective() ([]byte, error) {
 	tree := fields.Effective(c)
 	tree["sink"] = c.sinkEffective()
 	redactObject(tree, "")
+	// Names of named sinks are configuration names, never masked: only the
+	// objects they hold are redacted.
+	named := map[string]any{}
+	for name, ns := range c.Sinks {
+		obj := namedEffective(ns)
+		redactObject(obj, "sinks."+name)
+		named[name] = obj
+	}
+	tree["sinks"] = named
+	tree["routing"] = c.Routing.effective()
 	return append(jsonx.MarshalPretty(tree, jsonx.UTF8), '\n'), nil
 }
 
@@ -37,6 +49,79 @@ func (c *Config) sinkEffective() map[string]any {
 	// Round-trip through the encoder's input types only; the tree is
 	// already jsonx-shaped, so a shallow copy keeps Effective side-effect free.
 	return deepCopy(c.sinkTree).(map[string]any)
+}
+
+func namedEffective(ns *NamedSink) map[string]any {
+	if taggedStruct(ns.Opener) {
+		if m, ok := effectiveOf(ns.Opener); ok {
+			m["type"] = ns.Type
+			return m
+		}
+	}
+	return deepCopy(ns.tree).(map[string]any)
+}
+
+// effective renders the routing section fully normalised: every key, every
+// target as an object with its window (null while unset), every match with
+// all seven conditions.
+func (r *Routing) effective() map[string]any {
+	types := map[string]any{}
+	for k, v := range r.TargetSinkTypes {
+		types[k] = v
+	}
+	routes := make([]any, 0, len(r.Routes))
+	for _, rt := range r.Routes {
+		m := rt.Match
+		var subj any
+		if m.Subject != nil {
+			subj = *m.Subject
+		}
+		headers := make([]any, 0, len(m.Headers))
+		for _, h := range m.Headers {
+			headers = append(headers, map[string]any{"name": h.Name, "values": strs(h.Values)})
+		}
+		routes = append(routes, map[string]any{
+			"name": rt.Name,
+			"match": map[string]any{
+				"subject": subj, "priority": strs(m.Priority), "classification": strs(m.Classification),
+				"labels_all": strs(m.LabelsAll), "labels_any": strs(m.LabelsAny), "labels_none": strs(m.LabelsNone),
+				"headers": headers,
+			},
+			"targets": targetsEffective(rt.Targets),
+		})
+	}
+	return map[string]any{
+		"enabled":           r.Enabled,
+		"mode":              r.Mode,
+		"no_match":          r.NoMatch,
+		"target_sink_types": types,
+		"default_targets":   targetsEffective(r.DefaultTargets),
+		"routes":            routes,
+	}
+}
+
+func targetsEffective(ts []routing.Target) []any {
+	out := make([]any, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, map[string]any{"sink": t.Sink, "required": t.Required,
+			"minimum_wait_ms": intOrNil(t.MinimumWaitMS), "timeout_ms": intOrNil(t.TimeoutMS)})
+	}
+	return out
+}
+
+func intOrNil(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func strs(v []string) []any {
+	out := make([]any, len(v))
+	for i, s := range v {
+		out[i] = s
+	}
+	return out
 }
 
 // taggedStruct reports whether v is a struct (or pointer to one) with at
@@ -116,16 +201,23 @@ func redactObject(m map[string]any, path string) {
 		switch {
 		case strings.HasSuffix(strings.ToLower(k), "_env"):
 			// *_env values and maps hold variable names: shown as written.
-		case kp == "nats.websocket_headers":
-			if hm, ok := v.(map[string]any); ok {
-				for name := range hm {
-					hm[name] = fields.Mask
-				}
+		case isHeaderMapKey(k):
+			// Header values carry API keys and tokens: every value is
+			// masked, the names are kept.
+			hm, ok := v.(map[string]any)
+			if !ok {
+				redactValue(v, kp) // not a map: routing's match.headers list
+				continue
+			}
+			for name := range hm {
+				hm[name] = fields.Mask
 			}
 		case isSecretKey(k):
 			if v != nil {
 				m[k] = fields.Mask
 			}
+		case k == "url" && m["type"] == "http":
+			m[k] = maskEndpointURL(v)
 		case isURLKey(k):
 			m[k] = maskURLs(v)
 		default:
@@ -143,6 +235,35 @@ func redactValue(v any, path string) {
 			redactValue(e, fields.Index(path, i))
 		}
 	}
+}
+
+// isHeaderMapKey reports whether a key holds a map of header values:
+// nats.websocket_headers, a connection's websocket_headers inside a sink
+// object, the HTTP sink's headers, and any other "headers" or "*_headers"
+// key (the *_env maps are handled before, and shown).
+func isHeaderMapKey(key string) bool {
+	lower := strings.ToLower(key)
+	return lower == "headers" || strings.HasSuffix(lower, "_headers")
+}
+
+// maskEndpointURL shows an HTTP sink's endpoint as scheme://host[:port],
+// followed by "/********" when it has a path other than "/" (webhook
+// tokens live in paths), or masks it whole when it holds user-info or does
+// not parse.
+func maskEndpointURL(v any) any {
+	raw, ok := v.(string)
+	if !ok || raw == "" {
+		return v
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || strings.Contains(raw, "@") || u.Host == "" {
+		return fields.Mask
+	}
+	out := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		out += "/" + fields.Mask
+	}
+	return out
 }
 
 // maskURLs masks a URL or DSN string holding "@" (user-info), or each such
@@ -198,6 +319,8 @@ func Schema(sinks map[string]any) ([]byte, error) {
 		s["title"] = n
 		variants = append(variants, s)
 	}
+	named := map[string]any{"oneOf": slices.Clone(variants)}
+	variants = append(variants, fanoutSchema())
 	props["sink"] = map[string]any{
 		"type":        "object",
 		"description": "The destination; \"type\" selects the variant (sinks.md). Upstream-only types are rejected.",
@@ -208,10 +331,93 @@ func Schema(sinks map[string]any) ([]byte, error) {
 	for _, u := range unsupportedOrder {
 		props[u.key] = map[string]any{"type": "object", "description": unsupportedDoc}
 	}
-	props["sinks"] = map[string]any{"type": "object", "maxProperties": 0, "description": "Named sinks are not supported; only an empty object is accepted (ignored with a warning)."}
+	props["sinks"] = map[string]any{
+		"type":                 []any{"object", "null"},
+		"maxProperties":        MaxNamedSinks,
+		"propertyNames":        map[string]any{"pattern": routeName.String()},
+		"additionalProperties": named,
+		"description":          "Named sinks (docs/routing.md): each a complete sink object of any type but fanout. An active fanout sink writes to those its routes use; otherwise they are validated only.",
+	}
+	props["routing"] = routingSchema()
 
 	root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	root["title"] = "nats-sink configuration"
 	root["description"] = "Generated from the Go types that drive validation. The loader is authoritative: it also accepts the compat coercions described on each key (config.md §1.3), applies NATS_SINKS_* environment overrides (§1.4) and checks the cross-field rules named in descriptions."
 	return append(jsonx.MarshalPretty(root, jsonx.UTF8), '\n'), nil
+}
+
+func fanoutSchema() map[string]any {
+	return map[string]any{
+		"title":       "fanout",
+		"type":        "object",
+		"description": "Routes each message to named sinks (docs/routing.md). The compact form may hold sinks, routes, route_match_mode, no_match, default_targets and target_sink_types, which the loader moves to the top level.",
+		"required":    []any{"type"},
+		"properties": map[string]any{
+			"type":              map[string]any{"const": "fanout", "description": "Sink type; trimmed and lower-cased by the loader."},
+			"sinks":             map[string]any{"type": []any{"object", "null"}, "description": "Compact form of the top-level sinks."},
+			"routes":            map[string]any{"type": []any{"array", "null"}, "description": "Compact form of routing.routes."},
+			"route_match_mode":  map[string]any{"enum": []any{"first", "all", nil}, "description": "Compact form of routing.mode."},
+			"no_match":          map[string]any{"enum": []any{"reject", "ignore", "default_route", nil}},
+			"default_targets":   map[string]any{"description": "Compact form of routing.default_targets."},
+			"target_sink_types": map[string]any{"type": []any{"object", "null"}},
+		},
+		"additionalProperties": false,
+	}
+}
+
+func stringList(desc string) map[string]any {
+	return map[string]any{"description": desc, "oneOf": []any{
+		map[string]any{"type": "string"}, map[string]any{"type": "null"},
+		map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "maxItems": MaxMatchValues},
+	}}
+}
+
+func routingSchema() map[string]any {
+	name := map[string]any{"type": "string", "pattern": routeName.String()}
+	target := map[string]any{"oneOf": []any{name, map[string]any{
+		"type": "object", "additionalProperties": false, "required": []any{"sink"},
+		"properties": map[string]any{
+			"sink":            name,
+			"required":        map[string]any{"type": "boolean", "default": true, "description": "Required targets decide the acknowledgement."},
+			"minimum_wait_ms": map[string]any{"type": []any{"integer", "null"}, "minimum": 0, "maximum": MaxMinimumWait, "description": "Optional targets only: grace after the required copies are durable. Real JSON integers only; default by sink type."},
+			"timeout_ms":      map[string]any{"type": []any{"integer", "null"}, "minimum": 0, "maximum": MaxTargetWindow, "description": "Optional targets only: cap since the batch's writes started, never before the required copies are durable; at least minimum_wait_ms."},
+		},
+	}}}
+	targets := map[string]any{"description": "One name, one target object, or an array of them (at most 64, names unique).",
+		"oneOf": []any{name, target["oneOf"].([]any)[1], map[string]any{"type": "array", "maxItems": MaxTargets, "items": target}}}
+	header := map[string]any{"type": "object", "additionalProperties": false, "required": []any{"name", "values"},
+		"properties": map[string]any{
+			"name":   map[string]any{"type": "string", "pattern": headerName.String(), "description": "Looked up ignoring case; not a protocol-owned or secret-bearing header."},
+			"values": stringList("Exact values (case-sensitive), trimmed, at least one."),
+		}}
+	match := map[string]any{"type": "object", "additionalProperties": false,
+		"description": "All conditions must hold; at least one condition.",
+		"properties": map[string]any{
+			"subject":        map[string]any{"type": []any{"string", "null"}, "description": "Subject pattern."},
+			"priority":       stringList("Resolved priority equals one of these exactly."),
+			"classification": stringList("Resolved classification equals one of these exactly."),
+			"labels_all":     stringList("Every label present; a string is split on ';'."),
+			"labels_any":     stringList("At least one label present."),
+			"labels_none":    stringList("None of the labels present; disjoint from labels_all."),
+			"headers":        map[string]any{"type": "array", "maxItems": MaxHeaderRules, "items": header},
+		}}
+	route := map[string]any{"type": "object", "additionalProperties": false, "required": []any{"name", "match", "targets"},
+		"properties": map[string]any{"name": name, "match": match, "targets": targets}}
+	types := make([]any, len(routableTypes))
+	for i, t := range routableTypes {
+		types[i] = t
+	}
+	return map[string]any{
+		"type":                 []any{"object", "null"},
+		"additionalProperties": false,
+		"description":          "Route policy of the fanout sink (docs/routing.md). With another active sink it is validated only.",
+		"properties": map[string]any{
+			"enabled":           map[string]any{"type": "boolean", "default": false, "description": "true needs at least one route; required by an active fanout sink."},
+			"mode":              map[string]any{"enum": []any{"first", "all"}, "default": "first"},
+			"no_match":          map[string]any{"enum": []any{"reject", "ignore", "default_route"}, "default": "reject"},
+			"target_sink_types": map[string]any{"type": []any{"object", "null"}, "propertyNames": map[string]any{"pattern": routeName.String()}, "additionalProperties": map[string]any{"enum": types}, "description": "Selects optional-target window defaults; filled from the named sinks."},
+			"default_targets":   targets,
+			"routes":            map[string]any{"type": "array", "maxItems": MaxRoutes, "items": route},
+		},
+	}
 }

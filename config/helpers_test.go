@@ -84,6 +84,8 @@ func testRegistry() *sink.Registry {
 	r.Register("file", decodeTestFileSink)
 	r.Register("postgres", decodeTestSecretSink)
 	r.Register("kafka", func(json.RawMessage) (sink.Opener, error) { return rawOpener{}, nil })
+	r.Register("http", func(json.RawMessage) (sink.Opener, error) { return rawOpener{}, nil })
+	r.Register("nats", func(json.RawMessage) (sink.Opener, error) { return rawOpener{}, nil })
 	return r
 }
 

@@ -26,6 +26,12 @@ type Config struct {
 	// Sink is the destination. Its object is decoded by the registered
 	// sink Decoder, not by this package.
 	Sink SinkConfig `json:"sink" required:"true" fields:"external"`
+	// Sinks are the named sinks by name (docs/routing.md). An active
+	// fanout sink writes to those its routes use; with any other active
+	// sink they are validated only.
+	Sinks map[string]*NamedSink `json:"sinks" fields:"external"`
+	// Routing is the route policy of a fanout sink.
+	Routing Routing `json:"routing" fields:"external"`
 
 	// Warnings lists load warnings as "<path>: <text>" (config.md §7.2, §9);
 	// the CLI prints each as "Warning: <path>: <text>".

@@ -313,8 +313,35 @@ type endpoint struct {
 
 // arrival is one request as the endpoint saw it.
 type arrival struct {
-	at     time.Time
-	status int // the status the script chose (0 = 200)
+	at       time.Time // when the request arrived
+	received time.Time // the body's metadata.timestamps.received_at_epoch_ns; zero when absent
+	status   int       // the status the script chose (0 = 200)
+}
+
+// delivered is when the connector received this delivery from the server:
+// the record's received_at when the body carries it, else the request's
+// arrival. Gaps between deliveries are measured on it, because the
+// server's redelivery clock runs from the delivery, while a request can
+// trail its delivery by however long its batch queued in the connector.
+func (a arrival) delivered() time.Time {
+	if !a.received.IsZero() {
+		return a.received
+	}
+	return a.at
+}
+
+// receivedAt reads metadata.timestamps.received_at_epoch_ns from an
+// envelope body (zero when doc lacks it).
+func receivedAt(doc any) time.Time {
+	m, _ := doc.(map[string]any)
+	md, _ := m["metadata"].(map[string]any)
+	ts, _ := md["timestamps"].(map[string]any)
+	ns, _ := ts["received_at_epoch_ns"].(jsonx.Integer)
+	n, err := strconv.ParseInt(string(ns), 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 func newEndpoint(t *testing.T, stream string, script func(key string, attempt int) reply) *endpoint {
@@ -331,10 +358,12 @@ func (ep *endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		return // the client went away: nothing stored, no answer
 	}
 	key := r.Header.Get("Idempotency-Key")
+	doc, err := jsonx.Parse(body)
+	now := time.Now()
 	ep.mu.Lock()
 	attempt := len(ep.times[key]) + 1
 	rp := ep.script(key, attempt)
-	ep.times[key] = append(ep.times[key], arrival{time.Now(), rp.status})
+	ep.times[key] = append(ep.times[key], arrival{at: now, received: receivedAt(doc), status: rp.status})
 	ep.mu.Unlock()
 
 	if rp.delay > 0 {
@@ -349,7 +378,6 @@ func (ep *endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var seq uint64
-	doc, err := jsonx.Parse(body)
 	if err == nil {
 		m, _ := doc.(map[string]any)
 		s, _ := m["stream_sequence"].(jsonx.Integer)

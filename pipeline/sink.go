@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
@@ -60,10 +61,34 @@ func SinkDeps(cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn f
 // is the sink's own.
 func OpenSink(ctx context.Context, cfg *config.Config, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) (sink.Sink, error) {
 	s, err := cfg.Sink.Opener.Open(ctx, SinkDeps(cfg, m, log, conn, env))
+	if ce, ok := errors.AsType[*sink.ConfigError](err); ok && cfg.Sink.Type == "fanout" {
+		// A fanout sink names the target: "sinks.<name>.<key>".
+		return nil, &config.Error{File: "the sink settings", Problems: ce.Problems}
+	}
 	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
 		// File names the settings for the multi-problem header ("2
 		// problems in the sink settings"); a single problem prints alone.
 		return nil, &config.Error{File: "the sink settings", Problems: ce.At("sink").Problems}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenNamedSink opens the named sink name of cfg (a key of cfg.Sinks) with
+// SinkDeps. A configuration problem comes back as a *config.Error whose
+// paths start at "sinks.<name>".
+func OpenNamedSink(ctx context.Context, cfg *config.Config, name string, m *telemetry.Metrics, log *slog.Logger, conn func() (*nats.Conn, error), env config.Env) (sink.Sink, error) {
+	ns, ok := cfg.Sinks[name]
+	if !ok || ns.Opener == nil {
+		return nil, fmt.Errorf("%w: unknown named sink %q", sink.ErrConfig, name)
+	}
+	deps := SinkDeps(cfg, m, log, conn, env)
+	deps.Logger = deps.Logger.With("target", name)
+	s, err := ns.Opener.Open(ctx, deps)
+	if ce, ok := errors.AsType[*sink.ConfigError](err); ok {
+		return nil, &config.Error{File: "the settings of sinks." + name, Problems: ce.At("sinks." + name).Problems}
 	}
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -599,6 +600,9 @@ func (r *Runner) deadLetter(ctx context.Context, b *batch, idx []int, errorType 
 	for k, i := range idx {
 		b.dlqTried[i] = true
 		f := dlq.Failure{ErrorType: b.errTypes[i], Error: errText(b.errs[i])}
+		if t, ok := errors.AsType[dlq.Targeted](b.errs[i]); ok {
+			f.Target = t.FanoutTarget()
+		}
 		if errorType != "" {
 			f.ErrorType = errorType
 		}

@@ -28,6 +28,15 @@ type Options struct {
 type Failure struct {
 	ErrorType string // sink.PermanentSinkError, …, sink.MaxDeliveriesExceeded
 	Error     string // payload-free text
+	// Target names the fan-out target that refused the message; "" when
+	// the failure is not a target's (x-fanout-target).
+	Target string
+}
+
+// Targeted is an error that names the fan-out target that caused it.
+type Targeted interface {
+	error
+	FanoutTarget() string
 }
 
 // Message is a dead-letter message ready to publish.
@@ -49,6 +58,7 @@ const (
 	HeaderXStream         = "x-original-stream"
 	HeaderFailedAt        = "x-failed-at"
 	HeaderDeliveryCount   = "x-delivery-count"
+	HeaderFanoutTarget    = "x-fanout-target"
 )
 
 // MsgIDPrefix starts every DLQ Nats-Msg-Id: nats-sinks-dlq:<consumer>:<core key>.
@@ -90,6 +100,9 @@ func Build(e *sink.Envelope, f Failure, o Options, failedAt time.Time) Message {
 	set(HeaderFailedAt, record.FailedAt(failedAt))
 	if e.DeliveryCount > 0 {
 		set(HeaderDeliveryCount, strconv.FormatUint(e.DeliveryCount, 10))
+	}
+	if f.Target != "" {
+		set(HeaderFanoutTarget, f.Target)
 	}
 	for _, name := range traceHeaders {
 		if v, ok := e.Headers.Get(name); ok {

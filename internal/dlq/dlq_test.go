@@ -44,10 +44,10 @@ func TestGoldenBodies(t *testing.T) {
 		o    Options
 	}{
 		{"dlq_file_fail.json", shapestest.Golden(),
-			Failure{sink.PermanentSinkError, "file sink destination already exists: ORDERS-00000000000000000042.json"},
+			Failure{ErrorType: sink.PermanentSinkError, Error: "file sink destination already exists: ORDERS-00000000000000000042.json"},
 			Options{IncludePayload: true, IncludeHeaders: true, IncludeError: true, Consumer: "orders-file"}},
 		{"dlq_headers_only.json", headersOnlyEnvelope(),
-			Failure{sink.ValidationError, "payload-sha256 idempotency fallback is unavailable because the original payload bytes were omitted"},
+			Failure{ErrorType: sink.ValidationError, Error: "payload-sha256 idempotency fallback is unavailable because the original payload bytes were omitted"},
 			Options{IncludePayload: true, Consumer: "audit"}},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestHeaders(t *testing.T) {
 		wantMsgID string
 	}{
 		{"golden message", shapestest.Golden(),
-			Failure{sink.PermanentSinkError, "file sink destination already exists: ORDERS-00000000000000000042.json"},
+			Failure{ErrorType: sink.PermanentSinkError, Error: "file sink destination already exists: ORDERS-00000000000000000042.json"},
 			Options{IncludeError: true, Consumer: "orders-file"},
 			map[string][]string{
 				"Nats-Sinks-Error-Type":       {"PermanentSinkError"},
@@ -87,7 +87,7 @@ func TestHeaders(t *testing.T) {
 				"traceparent":                 {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 			}, "nats-sinks-dlq:orders-file:stream-sequence:ORDERS:42"},
 		{"include_error false: reason is the type; trace headers in any case", redelivered,
-			Failure{sink.SerializationError, "secret detail"}, Options{Consumer: "c"},
+			Failure{ErrorType: sink.SerializationError, Error: "secret detail"}, Options{Consumer: "c"},
 			map[string][]string{
 				"Nats-Sinks-Error-Type":       {"SerializationError"},
 				"Nats-Sinks-Original-Subject": {"orders.created"},
@@ -102,7 +102,7 @@ func TestHeaders(t *testing.T) {
 				"baggage":                     {"k=v"},
 			}, "nats-sinks-dlq:c:stream-sequence:ORDERS:42"},
 		{"no core key, stream or delivery count: omitted", headersOnlyEnvelope(),
-			Failure{sink.ValidationError, "x"}, Options{IncludeError: true, Consumer: "c"},
+			Failure{ErrorType: sink.ValidationError, Error: "x"}, Options{IncludeError: true, Consumer: "c"},
 			map[string][]string{
 				"Nats-Sinks-Error-Type":       {"ValidationError"},
 				"Nats-Sinks-Original-Subject": {"audit.login"},
@@ -111,7 +111,7 @@ func TestHeaders(t *testing.T) {
 				"x-failed-at":                 {"2026-05-29T10:00:01.234Z"},
 			}, ""},
 		{"empty error text: reason is the type alone", headersOnlyEnvelope(),
-			Failure{sink.MaxDeliveriesExceeded, ""}, Options{IncludeError: true},
+			Failure{ErrorType: sink.MaxDeliveriesExceeded, Error: ""}, Options{IncludeError: true},
 			map[string][]string{
 				"Nats-Sinks-Error-Type":       {"MaxDeliveriesExceeded"},
 				"Nats-Sinks-Original-Subject": {"audit.login"},
@@ -134,7 +134,7 @@ func TestHeaders(t *testing.T) {
 
 func TestBodyOptions(t *testing.T) {
 	e := shapestest.Golden()
-	f := Failure{sink.PermanentSinkError, "boom"}
+	f := Failure{ErrorType: sink.PermanentSinkError, Error: "boom"}
 	for _, tt := range []struct {
 		name        string
 		o           Options
@@ -163,7 +163,7 @@ func TestBodyOptions(t *testing.T) {
 func TestBodyIsASCII(t *testing.T) {
 	e := shapestest.Golden()
 	e.Headers = sink.Headers{"X": "café 😀"}
-	body := Build(e, Failure{sink.PermanentSinkError, "é"}, Options{IncludeHeaders: true, IncludeError: true}, failedAt).Body
+	body := Build(e, Failure{ErrorType: sink.PermanentSinkError, Error: "é"}, Options{IncludeHeaders: true, IncludeError: true}, failedAt).Body
 	for i, c := range body {
 		if c >= 0x80 {
 			t.Fatalf("body byte %d is %#x; want ascii flavour: %s", i, c, body)
@@ -201,7 +201,7 @@ func TestReason(t *testing.T) {
 // TestBodyIsSorted checks that the body is built in canonical key order for
 // every combination of optional members, so the encoder never sorts it.
 func TestBodyIsSorted(t *testing.T) {
-	f := Failure{sink.PermanentSinkError, "boom"}
+	f := Failure{ErrorType: sink.PermanentSinkError, Error: "boom"}
 	for _, e := range []*sink.Envelope{shapestest.Golden(), headersOnlyEnvelope(), {Subject: "s", Pending: -1}} {
 		key, err := record.CoreKey(e)
 		for _, o := range []Options{

@@ -18,7 +18,7 @@ var stored = time.Date(2026, 5, 29, 10, 0, 1, 0, time.UTC)
 
 // built dead-letters e with o and reads the DLQ message back as entry 17.
 func built(e *sink.Envelope, o Options) *Entry {
-	m := Build(e, Failure{sink.PermanentSinkError, "boom"}, o, failedAt)
+	m := Build(e, Failure{ErrorType: sink.PermanentSinkError, Error: "boom"}, o, failedAt)
 	return Read(17, stored, m.Header, m.Body)
 }
 

@@ -29,7 +29,9 @@ import (
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
 	Type                     string            `json:"type" trim:"true" lower:"true" enum:"http" doc:"Sink type."`
-	URL                      string            `json:"url" required:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"Endpoint URL: https, or http for localhost with allow_http_for_local_testing. No user-info, query or fragment."`
+	URL                      string            `json:"url" nopad:"true" nocontrol:"true" doc:"Endpoint URL: https, or http for localhost with allow_http_for_local_testing. No user-info, query or fragment. Exactly one of url, url_env, url_file."`
+	URLEnv                   *string           `json:"url_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the endpoint URL (for URLs that carry a token in their path); read when the sink starts and checked like url."`
+	URLFile                  *string           `json:"url_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the endpoint URL (one line); read when the sink starts and checked like url."`
 	Method                   string            `json:"method" trim:"true" upper:"true" enum:"POST,PUT,PATCH" doc:"Request method."`
 	BodyFormat               string            `json:"body_format" enum:"envelope,payload" doc:"Request body: the nats_sinks.http.message.v1 envelope, or the normalised payload alone (data-shapes §10)."`
 	EndpointAllowedHosts     []string          `json:"endpoint_allowed_hosts" unique:"true" lower:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"When non-empty, the URL's host must be one of these (lower-case host names)."`
@@ -158,8 +160,15 @@ var secretHeaders = []string{"authorization", "cookie", "proxy-authorization", "
 // header set twice), statuses both retried and successful, the idempotency
 // header, and the retry delays.
 func (c *Config) rules(p *fields.Problems) {
-	if msg := c.checkURL(); msg != "" {
-		p.Add("url", msg)
+	switch sources := btoi(c.URL != "") + btoi(c.URLEnv != nil) + btoi(c.URLFile != nil); {
+	case sources == 0:
+		p.Add("url", "is required (or url_env, url_file)")
+	case sources > 1:
+		p.Add("url", "exactly one of url, url_env, url_file may be set")
+	case c.URL != "":
+		if msg := checkURL(c.URL, c.AllowHTTPForLocalTesting, c.EndpointAllowedHosts); msg != "" {
+			p.Add("url", msg)
+		}
 	}
 	for i, h := range c.EndpointAllowedHosts {
 		if strings.ContainsAny(h, "/@") {
@@ -213,9 +222,18 @@ func (c *Config) rules(p *fields.Problems) {
 	}
 }
 
-// checkURL returns the problem with the endpoint URL, or "".
-func (c *Config) checkURL() string {
-	u, err := url.Parse(c.URL)
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkURL returns the problem with the endpoint URL raw, or "". The
+// message never contains raw's path or user-info: a URL read from url_env
+// or url_file is a secret.
+func checkURL(raw string, allowHTTP bool, allowedHosts []string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "is not a valid URL"
 	}
@@ -230,15 +248,15 @@ func (c *Config) checkURL() string {
 		return "must not contain user-info; send credentials with headers_env"
 	case u.RawQuery != "" || u.ForceQuery:
 		return "must not contain a query"
-	case u.Fragment != "" || strings.Contains(c.URL, "#"):
+	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return "must not contain a fragment"
 	case len(u.EscapedPath()) > 2048:
 		return fmt.Sprintf("path must be at most 2048 characters (got %d)", len(u.EscapedPath()))
-	case u.Scheme == "http" && !c.AllowHTTPForLocalTesting:
+	case u.Scheme == "http" && !allowHTTP:
 		return "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
 	case u.Scheme == "http" && !isLocalHost(host):
 		return fmt.Sprintf("http is allowed only for localhost, 127.0.0.1 or ::1 (got host %q)", host)
-	case len(c.EndpointAllowedHosts) > 0 && !slices.Contains(c.EndpointAllowedHosts, host):
+	case len(allowedHosts) > 0 && !slices.Contains(allowedHosts, host):
 		return fmt.Sprintf("host %q is not in endpoint_allowed_hosts", host)
 	}
 	if p := u.Port(); p != "" {

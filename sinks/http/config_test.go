@@ -56,7 +56,8 @@ func TestDecodeProblems(t *testing.T) {
 		doc  string
 		want []sink.Problem
 	}{
-		{"url required", `{"type":"http"}`, []sink.Problem{{Path: "url", Message: "required"}}},
+		{"url required", `{"type":"http"}`, []sink.Problem{{Path: "url", Message: "is required (or url_env, url_file)"}}},
+		{"url and url_env", `{"type":"http","url":"https://a.example/x","url_env":"HOOK_URL"}`, []sink.Problem{{Path: "url", Message: "exactly one of url, url_env, url_file may be set"}}},
 		{"unknown key", `{"type":"http","url":"https://a.example","retries":1}`,
 			[]sink.Problem{{Path: "retries", Message: "unknown key"}}},
 		{"per-key rules, schema order", `{"type":"http","url":"https://a.example","method":"GET","body_format":"xml",
@@ -183,7 +184,7 @@ func TestURLRules(t *testing.T) {
 		t.Run(tt.url, func(t *testing.T) {
 			c := Default()
 			c.URL, c.AllowHTTPForLocalTesting, c.EndpointAllowedHosts = tt.url, tt.allowHTTP, tt.allowed
-			if got := c.checkURL(); got != tt.want {
+			if got := checkURL(c.URL, c.AllowHTTPForLocalTesting, c.EndpointAllowedHosts); got != tt.want {
 				t.Errorf("checkURL(%q) = %q, want %q", tt.url, got, tt.want)
 			}
 		})

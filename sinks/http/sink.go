@@ -21,6 +21,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -38,7 +39,8 @@ const Schema = "nats_sinks.http.message.v1"
 // WriteBatch calls; they share one connection pool.
 type Sink struct {
 	cfg       Config
-	url       string
+	url       string // the endpoint; from url_env or url_file it is a secret
+	origin    string // scheme://host:port of url: all that logs, errors and spans show
 	client    *http.Client
 	transport *http.Transport
 	// static holds the headers every request carries: Accept, Content-Type,
@@ -107,6 +109,10 @@ func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if envProbs != nil {
 		return nil, &sink.ConfigError{Problems: envProbs}
 	}
+	endpoint, err := resolveURL(c, deps)
+	if err != nil {
+		return nil, err
+	}
 
 	// One transport per sink, sized so that every request of a full batch
 	// can keep its connection: the default of 2 idle connections per host
@@ -117,7 +123,8 @@ func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	tr.ResponseHeaderTimeout = 0 // the per-attempt context bounds the whole exchange
 	s := &Sink{
 		cfg:       c,
-		url:       c.URL,
+		url:       endpoint,
+		origin:    origin(endpoint),
 		transport: tr,
 		client: &http.Client{
 			Transport: tr,
@@ -133,7 +140,7 @@ func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		jitter:  retrydelay.Draw,
 		now:     time.Now,
 	}
-	s.spanAttrs = clientAttrs(c.Method, c.URL)
+	s.spanAttrs = clientAttrs(c.Method, endpoint)
 	s.tracer = deps.Tracing()
 	s.reqSeconds, _ = deps.Meter().Histogram("http_request_seconds", "Duration of one HTTP sink request attempt, response body included.", nil)
 	vec, _ := deps.Meter().CounterVec("http_responses_total", "HTTP sink request attempts by response class (transport_error: no HTTP response).", "class")
@@ -345,8 +352,12 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 		s.responses[transportError].Add(1)
 		// Timeouts, refused connections, resets, cancellation: the
 		// outcome is unknown or the endpoint unreachable, so Temporary.
-		// net/http's error includes the method and URL, which carry no
-		// credentials (user-info is rejected at load).
+		// net/http's error names the URL, whose path may hold a webhook
+		// token: it is replaced by the origin.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = s.origin
+		}
 		return fmt.Errorf("HTTP request: %w", err)
 	}
 	n, rerr := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(s.cfg.MaxResponseBytes)+1))
@@ -384,9 +395,60 @@ func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key stri
 	}
 }
 
+// resolveURL returns the endpoint URL from url, url_env or url_file,
+// checked like url is at load. Problems name url_env or url_file and never
+// contain the URL.
+func resolveURL(c Config, deps sink.Deps) (string, error) {
+	if c.URL != "" {
+		return c.URL, nil
+	}
+	v, _, err := secret.Resolve("url", nil, c.URLEnv, c.URLFile, deps.LookupEnv)
+	if err != nil {
+		return "", err
+	}
+	path := "url_env"
+	if c.URLFile != nil {
+		path = "url_file"
+	}
+	raw := v.Reveal()
+	msg := ""
+	switch {
+	case strings.TrimSpace(raw) == "":
+		msg = "the URL it holds is blank"
+	case strings.TrimSpace(raw) != raw || fields.HasControl(raw):
+		msg = "the URL it holds has surrounding whitespace or control characters"
+	default:
+		if m := checkURL(raw, c.AllowHTTPForLocalTesting, c.EndpointAllowedHosts); m != "" {
+			msg = "the URL it holds " + m
+		}
+	}
+	if msg != "" {
+		return "", &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: msg}}}
+	}
+	return raw, nil
+}
+
+// origin returns scheme://host:port of an endpoint URL (the port made
+// explicit), or "" when raw does not parse.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)
+}
+
 // clientAttrs returns the HTTP client span attributes known before the
-// request (OpenTelemetry HTTP semantic conventions). The URL is safe to
-// record whole: the configuration refuses user-info, a query and a fragment.
+// request (OpenTelemetry HTTP semantic conventions). The URL's path is
+// never recorded (webhook tokens live there): url.full holds the origin,
+// scheme://host:port, only.
 func clientAttrs(method, raw string) []sink.Attr {
 	attrs := []sink.Attr{{Key: "http.request.method", Value: method}}
 	u, err := url.Parse(raw)
@@ -403,7 +465,7 @@ func clientAttrs(method, raw string) []sink.Attr {
 	return append(attrs,
 		sink.Attr{Key: "server.address", Value: u.Hostname()},
 		sink.Attr{Key: "server.port", Value: port},
-		sink.Attr{Key: "url.full", Value: u.String()},
+		sink.Attr{Key: "url.full", Value: origin(raw)},
 	)
 }
 
