@@ -28,6 +28,7 @@ func (c *Config) validate(p *fields.Problems) {
 	c.MessageMetadata.validate(p)
 	c.Encryption.validate(p)
 	c.Tracing.validate(p)
+	c.checkPayloadReads(p)
 }
 
 var (
