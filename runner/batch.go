@@ -53,6 +53,9 @@ type batch struct {
 	lastTry []bool
 	// dup marks messages the sink reported Duplicate (for Settled).
 	dup []bool
+	// holding is set when some messages wait for their holds past the end
+	// of process: the hold task then owns the spans and ends them.
+	holding bool
 	// tr holds the message spans; nil when tracing is off or the envelopes
 	// could not be built. Every message span ends with the message's final
 	// decision (trace.go).
@@ -143,7 +146,11 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	// Registered first so that it runs last, after a panic's recovery has
 	// settled (and ended the spans of) what it could: whatever span is
 	// still open then is ended here rather than leaked.
-	defer func() { b.tr.End() }()
+	defer func() {
+		if !b.holding {
+			b.tr.End()
+		}
+	}()
 	untrack := r.track()
 	defer untrack()
 	defer r.probeDone(probe, true) // a no-op if the batch opened or closed the circuit
@@ -241,10 +248,12 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	stopHeartbeat()
 
 	// Step 9 and the split into the three paths.
-	var acks, dead, temp []int
+	var acks, dead, temp, held []int
 	var destErr error
 	for i, res := range results {
 		switch {
+		case res.Outcome == sink.Held && r.st.heldEvery > 0:
+			held = append(held, i) // leaves steps 11–12 until its hold settles
 		case res.Outcome.Acked():
 			acks = append(acks, i)
 			b.dup[i] = res.Outcome == sink.Duplicate
@@ -256,6 +265,9 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 			}
 			dead = append(dead, i)
 		default:
+			if res.Err == nil { // a Held result from a sink that does not hold
+				res.Err = fmt.Errorf("sink reported %s", res.Outcome)
+			}
 			r.fail(b, i, res.Outcome.String(), res.Err)
 			m.SinkWriteErrors.Inc()
 			if res.Outcome == sink.Destination {
@@ -322,6 +334,10 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 
 	// Step 12: temporary path.
 	r.temporary(ctx, b, temp, log)
+
+	if len(held) > 0 {
+		r.awaitHolds(ctx, b, held, results, log)
+	}
 }
 
 // report passes message i's final settlement to the Settled hook.

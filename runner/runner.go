@@ -290,11 +290,18 @@ type state struct {
 	nextBatch     uint64
 	maxDeliver    int
 	consumerName  string
-	abandoned     int   // messages NAKed because the drain timed out
-	failErr       error // first fail-fast cause
-	fatalErr      error // consumer gone
-	stop          chan struct{}
-	stopOnce      sync.Once
+	abandoned     int // messages NAKed because the drain timed out
+	// Held results (held.go): heldEvery is the heartbeat interval of held
+	// messages, 0 when the sink does not hold; holds owns the hold tasks.
+	heldEvery time.Duration
+	holds     sync.WaitGroup
+	held      int
+	heldSince map[*batch]time.Time
+	heldCount map[*batch]int
+	failErr   error // first fail-fast cause
+	fatalErr  error // consumer gone
+	stop      chan struct{}
+	stopOnce  sync.Once
 
 	noWait jetstream.FetchOpt // noWaitOpt(); nil if nats.go has changed
 	// replicated is true while the consumer has replicas (from consumer
@@ -493,9 +500,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		log.Info("replicated consumer: each fetch asks for fewer messages than the batch size, so that max_batch_bytes holds without a byte limit",
 			"consumer", info.Name, "count", r.replicatedCount())
 	}
+	holder, _ := r.Sink.(sink.Holder)
+	if holder != nil && holder.MaxHeld() > 0 {
+		if err := CheckHeld(info, holder.MaxHeld(), r.maxInFlight(), r.batchSize()); err != nil {
+			return err
+		}
+		r.st.heldEvery, _ = HeldInterval(info)
+	} else {
+		holder = nil
+	}
 	if info != nil {
 		r.applyInfo(info)
-		if w := maxAckPendingWarning(info, r.maxInFlight()*r.batchSize()); w != "" {
+		if w := maxAckPendingWarning(info, r.maxInFlight()*r.batchSize()); holder == nil && w != "" {
 			log.Warn(w, "consumer", info.Name)
 		}
 	}
@@ -554,6 +570,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.fetchLoop(ctx, hard, &batches, log)
 	beginDrain()
 	batches.Wait()
+	if holder != nil {
+		// Close and commit every open segment; holds not settled by the
+		// shutdown deadline are NAKed by their tasks.
+		if err := holder.Flush(hard); err != nil {
+			log.Warn("sink flush at shutdown failed", "error", err.Error())
+		}
+		r.st.holds.Wait()
+	}
 	cancelLoop()
 
 	r.st.mu.Lock()
@@ -971,6 +995,9 @@ func (r *Runner) reportOldest(ctx context.Context) {
 			age = time.Since(oldest).Seconds()
 		}
 		r.metrics().OldestInFlightBatchSeconds.Set(age)
+		if r.st.heldEvery > 0 {
+			r.metrics().OldestHeldMessageSeconds.Set(r.oldestHeld())
+		}
 	}
 }
 

@@ -221,6 +221,8 @@ type Metrics struct {
 	ConsumerNumRedelivered      *Gauge // consumer_num_redelivered
 	ConsumerNumWaiting          *Gauge // consumer_num_waiting
 	OldestInFlightBatchSeconds  *Gauge // oldest_in_flight_batch_seconds
+	HeldMessages                *Gauge // held_messages
+	OldestHeldMessageSeconds    *Gauge // oldest_held_message_seconds
 
 	namespace string
 	reg       prometheus.Registerer
@@ -345,6 +347,8 @@ func (m *Metrics) gaugeSpecs() []gaugeSpec {
 		{"consumer_num_redelivered", "Consumer redelivered messages (from consumer info).", &m.ConsumerNumRedelivered},
 		{"consumer_num_waiting", "Consumer waiting pull requests (from consumer info).", &m.ConsumerNumWaiting},
 		{"oldest_in_flight_batch_seconds", "Age of the oldest batch not yet settled.", &m.OldestInFlightBatchSeconds},
+		{"held_messages", "Messages a sink holds unacknowledged until their segment commits.", &m.HeldMessages},
+		{"oldest_held_message_seconds", "Age of the oldest held message.", &m.OldestHeldMessageSeconds},
 	}
 }
 
