@@ -147,7 +147,6 @@ func (f *fakeTarget) Stop(context.Context) error { return nil }
 type fakeOpener struct {
 	t   sink.Sink
 	err error
-	log *[]string // records "open <name>" and "stop <name>"
 }
 
 func (o fakeOpener) Open(context.Context, sink.Deps) (sink.Sink, error) {
