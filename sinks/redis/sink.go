@@ -99,6 +99,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	routeDriverLog(deps.Log())
 	tmpl, _ := broker.ParseTemplate(c.StreamKey, broker.Raw) // Validate parsed it
 	pw, _, err := broker.ResolvePassword(&c.Auth, deps.LookupEnv)
 	if err != nil {
