@@ -109,7 +109,9 @@ func Commands() []Command {
 		{"bench", "[flags]", "measure throughput against a temporary stream", runBench},
 		{"dlq", "list|show|redrive CONFIG ...", "list, show and republish dead-letter entries", runDLQ},
 		{"status", statusUsage, "consumer state and lag, DLQ depth, sink health, process readiness", runStatus},
+		{"segments", segmentsUsage, "check segment files: records, distinct keys, duplicates, torn or unreadable files", runSegments},
 		{"replay", replayUsage, "backfill the sink from a range of the stream on a consumer of its own", runReplay},
+		{"verify-custody", verifyCustodyUsage, "re-compute the custody hashes of stored records", runVerifyCustody},
 	}
 }
 

@@ -90,6 +90,12 @@ func runStatus(env *Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)
 			return exitConfig
 		}
+		if *watch && lines > 0 && ctx.Err() != nil {
+			// SIGINT arrived during this refresh: its checks were cut off
+			// ("context canceled"), so it is not shown and the last whole
+			// refresh's code stands.
+			return code
+		}
 		code = exitOK
 		if !s.Healthy() {
 			code = exitRuntime

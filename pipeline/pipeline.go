@@ -82,6 +82,7 @@ type Pipeline struct {
 	sink    sink.Sink
 	spec    runner.ConsumerSpec
 	runner  *runner.Runner
+	hooks   integrity
 	tracer  *tracing.Tracer // nil when tracing is disabled
 	refused *refusals       // permissions violations on nc; nil before connecting
 	bound   bool            // the consumer came from Options.Consumer
@@ -150,6 +151,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	// Step 4: secrets and key material.
 	policy, err := sealPolicy(&cfg.Encryption, o.Env)
 	if err != nil {
+		return nil, err
+	}
+	if p.hooks, err = integrityHooks(cfg, o.Env); err != nil {
 		return nil, err
 	}
 	var natsOpts []nats.Option
@@ -272,6 +276,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 
 	p.runner = newRunner(cfg, p, consumer, policy)
 	p.runner.Settled = o.Settled
+	p.hooks.apply(p.runner)
 	return p, nil
 }
 
@@ -328,6 +333,7 @@ func (p *Pipeline) runUntilDone(ctx context.Context) error {
 	encrypt, settled := p.runner.Encrypt, p.runner.Settled
 	p.runner = newRunner(p.cfg, p, consumer, nil)
 	p.runner.Encrypt, p.runner.Settled = encrypt, settled
+	p.hooks.apply(p.runner)
 	return p.runner.Run(ctx)
 }
 

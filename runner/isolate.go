@@ -74,6 +74,10 @@ func normalise(res []sink.Result, n int) []sink.Result {
 	for i, r := range res {
 		switch r.Outcome {
 		case sink.Committed, sink.Duplicate, sink.Temporary, sink.Destination, sink.NotAttempted:
+		case sink.Held:
+			if r.Hold == nil {
+				r = sink.Result{Outcome: sink.Temporary, Err: errors.New("sink returned held without a hold"), Shared: r.Shared}
+			}
 		case sink.Permanent:
 			if r.ErrorType == "" {
 				r.ErrorType = sink.PermanentSinkError
@@ -81,7 +85,10 @@ func normalise(res []sink.Result, n int) []sink.Result {
 		default:
 			r = sink.Result{Outcome: sink.Temporary, Err: fmt.Errorf("sink returned unknown outcome %d", int(r.Outcome)), Shared: r.Shared}
 		}
-		if r.Err == nil && !r.Outcome.Acked() {
+		if r.Outcome != sink.Held && r.Hold != nil {
+			r.Hold = nil // only a Held result carries a hold
+		}
+		if r.Err == nil && !r.Outcome.Acked() && r.Outcome != sink.Held {
 			r.Err = fmt.Errorf("sink reported %s", r.Outcome)
 		}
 		out[i] = r
@@ -171,7 +178,7 @@ func byBatch(out []sink.Result) []sink.Result {
 		if r.Outcome == sink.Permanent && first < 0 {
 			first = i
 		}
-		if !r.Outcome.Acked() && r.Outcome != sink.Permanent && failed < 0 {
+		if !r.Outcome.Acked() && r.Outcome != sink.Permanent && r.Outcome != sink.Held && failed < 0 {
 			failed = i
 		}
 	}
@@ -184,7 +191,9 @@ func byBatch(out []sink.Result) []sink.Result {
 	case failed >= 0:
 		err := fmt.Errorf("batch isolation: another message of the batch failed: %w", out[failed].Err)
 		for i, r := range out {
-			if r.Outcome.Acked() {
+			// A held message is written and will commit: handing it to the
+			// temporary path only costs a duplicate on redelivery.
+			if r.Outcome.Acked() || r.Outcome == sink.Held {
 				out[i] = sink.Result{Outcome: sink.Temporary, Err: err, Shared: true}
 			}
 		}

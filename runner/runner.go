@@ -108,6 +108,20 @@ type Runner struct {
 	// whose payload was omitted. An error sends the whole batch to the
 	// temporary path.
 	Encrypt func(*sink.Envelope) error
+	// Authenticate, when set, verifies each envelope before encryption
+	// (docs/integrity.md#message-authenticity). A non-nil reject rejects
+	// that message: it never reaches the sink and is dead-lettered with
+	// error type PolicyViolationError and reject's text, in both isolation
+	// modes. A non-nil err (an unexpected evaluation failure) sends the
+	// whole batch to the temporary path.
+	Authenticate func(*sink.Envelope) (reject, err error)
+	// Custody, when set, attaches the custody document to each envelope
+	// that will be written, after encryption
+	// (docs/integrity.md#chain-of-custody). A permanent error
+	// (sink.AsPermanentType) dead-letters that message, or the whole batch
+	// with permanent_failure_isolation "batch"; any other error sends the
+	// whole batch to the temporary path.
+	Custody func(*sink.Envelope) error
 	// DeadLetter configures the DLQ; nil disables it.
 	DeadLetter *DeadLetter
 	// ConsumerName is nats.consumer, used in the DLQ Nats-Msg-Id; "" means
@@ -290,11 +304,18 @@ type state struct {
 	nextBatch     uint64
 	maxDeliver    int
 	consumerName  string
-	abandoned     int   // messages NAKed because the drain timed out
-	failErr       error // first fail-fast cause
-	fatalErr      error // consumer gone
-	stop          chan struct{}
-	stopOnce      sync.Once
+	abandoned     int // messages NAKed because the drain timed out
+	// Held results (held.go): heldEvery is the heartbeat interval of held
+	// messages, 0 when the sink does not hold; holds owns the hold tasks.
+	heldEvery time.Duration
+	holds     sync.WaitGroup
+	held      int
+	heldSince map[*batch]time.Time
+	heldCount map[*batch]int
+	failErr   error // first fail-fast cause
+	fatalErr  error // consumer gone
+	stop      chan struct{}
+	stopOnce  sync.Once
 
 	noWait jetstream.FetchOpt // noWaitOpt(); nil if nats.go has changed
 	// replicated is true while the consumer has replicas (from consumer
@@ -493,9 +514,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		log.Info("replicated consumer: each fetch asks for fewer messages than the batch size, so that max_batch_bytes holds without a byte limit",
 			"consumer", info.Name, "count", r.replicatedCount())
 	}
+	holder, _ := r.Sink.(sink.Holder)
+	if holder != nil && holder.MaxHeld() > 0 {
+		if err := CheckHeld(info, holder.MaxHeld(), r.maxInFlight(), r.batchSize()); err != nil {
+			return err
+		}
+		r.st.heldEvery, _ = HeldInterval(info)
+	} else {
+		holder = nil
+	}
 	if info != nil {
 		r.applyInfo(info)
-		if w := maxAckPendingWarning(info, r.maxInFlight()*r.batchSize()); w != "" {
+		if w := maxAckPendingWarning(info, r.maxInFlight()*r.batchSize()); holder == nil && w != "" {
 			log.Warn(w, "consumer", info.Name)
 		}
 	}
@@ -554,6 +584,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.fetchLoop(ctx, hard, &batches, log)
 	beginDrain()
 	batches.Wait()
+	if holder != nil {
+		// Close and commit every open segment; holds not settled by the
+		// shutdown deadline are NAKed by their tasks.
+		if err := holder.Flush(hard); err != nil {
+			log.Warn("sink flush at shutdown failed", "error", err.Error())
+		}
+		r.st.holds.Wait()
+	}
 	cancelLoop()
 
 	r.st.mu.Lock()
@@ -971,6 +1009,9 @@ func (r *Runner) reportOldest(ctx context.Context) {
 			age = time.Since(oldest).Seconds()
 		}
 		r.metrics().OldestInFlightBatchSeconds.Set(age)
+		if r.st.heldEvery > 0 {
+			r.metrics().OldestHeldMessageSeconds.Set(r.oldestHeld())
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -28,9 +29,16 @@ const (
 	// NotAttempted: the sink did not try this message, usually because an
 	// earlier one failed. Handled like Temporary.
 	NotAttempted
+	// Held: accepted into an open segment but not durable yet; Result.Hold
+	// is set. Only a sink implementing Holder with MaxHeld() > 0 returns it.
+	// The runner keeps the message unacknowledged (with heartbeats) until
+	// the hold settles, then acknowledges it when the hold settled
+	// Committed and takes the temporary path otherwise. Code that does not
+	// know Held must treat it as not committed, as Acked reports.
+	Held
 )
 
-var outcomeNames = [...]string{"", "committed", "duplicate", "permanent", "temporary", "destination", "not_attempted"}
+var outcomeNames = [...]string{"", "committed", "duplicate", "permanent", "temporary", "destination", "not_attempted", "held"}
 
 // String returns the outcome's name as used in logs, metrics labels and spans
 // ("committed", "temporary", …).
@@ -47,9 +55,12 @@ func (o Outcome) Acked() bool { return o == Committed || o == Duplicate }
 // Error types carried by Permanent results; they become the DLQ body's
 // error_type and the Nats-Sinks-Error-Type header (spec sinks.md §0.3).
 const (
-	PermanentSinkError    = "PermanentSinkError"
-	SerializationError    = "SerializationError"
-	ValidationError       = "ValidationError"
+	PermanentSinkError = "PermanentSinkError"
+	SerializationError = "SerializationError"
+	ValidationError    = "ValidationError"
+	// PolicyViolationError marks a message the runner rejected before any
+	// sink saw it, such as one whose producer signature did not verify.
+	PolicyViolationError  = "PolicyViolationError"
 	MaxDeliveriesExceeded = "MaxDeliveriesExceeded"
 )
 
@@ -66,6 +77,34 @@ type Result struct {
 	// to this message. The runner bisects shared Permanent failures to find
 	// the offending message.
 	Shared bool
+	// Hold is set exactly when Outcome is Held: the commit the message
+	// waits for.
+	Hold Hold
+}
+
+// A Hold is the pending commit of held messages (a segment that is still
+// open or uploading). It settles exactly once.
+type Hold interface {
+	// Done is closed when the hold has settled.
+	Done() <-chan struct{}
+	// Outcome is, after Done, Committed, Temporary or Destination — never
+	// Permanent: a segment is never one message's fault.
+	Outcome() Outcome
+	// Err describes a failed hold; nil when it committed.
+	Err() error
+}
+
+// A Holder is a sink that may return Held results.
+type Holder interface {
+	// MaxHeld is the most messages the sink holds at once; 0 means this
+	// configuration never holds. The runner checks at start that the
+	// consumer's MaxAckPending leaves room for them.
+	MaxHeld() int
+	// Flush closes and commits every open segment now. The runner calls it
+	// at shutdown, after fetching stopped and every WriteBatch returned,
+	// with a context that ends at the shutdown deadline; holds not settled
+	// by then settle Temporary.
+	Flush(ctx context.Context) error
 }
 
 // Ok is the result of a committed write.

@@ -14,6 +14,14 @@ const (
 	StrategyStreamSequence = "stream_sequence"
 	StrategyMessageID      = "message_id"
 	StrategyPayloadField   = "payload_field"
+	// StrategyMapping keys a mapped row by mapping columns.
+	StrategyMapping = "mapping"
+)
+
+// Layouts.
+const (
+	LayoutAudit  = "audit"
+	LayoutMapped = "mapped"
 )
 
 // Columns maps the 16 fields of a row to column names (the "columns"
@@ -63,8 +71,8 @@ func DefaultColumns() Columns {
 
 // Idempotency is the "idempotency" object (sinks.md §2).
 type Idempotency struct {
-	Strategy     string   `json:"strategy" enum:"stream_sequence,message_id,payload_field" doc:"What identifies a message: stream and sequence, message id, or a payload field (written to the message_id column)."`
-	Columns      []string `json:"columns" doc:"Key columns (mapped column names). Left at the default, strategies message_id and payload_field use [\"MESSAGE_ID\"]."`
+	Strategy     string   `json:"strategy" enum:"stream_sequence,message_id,payload_field,mapping" doc:"What identifies a message: stream and sequence, message id, a payload field (written to the message_id column), or mapping columns (layout mapped)."`
+	Columns      []string `json:"columns" doc:"Key columns (audit column names; with strategy mapping, mapping columns). Left at the default, strategies message_id and payload_field use [\"MESSAGE_ID\"]; strategy mapping needs its own list."`
 	PayloadField *string  `json:"payload_field" doc:"Dotted path into the normalised payload; required for strategy payload_field."`
 }
 
@@ -83,10 +91,12 @@ func (i *Idempotency) SetDefaults() { *i = DefaultIdempotency() }
 // UpsertRoute is a table_routes item of the postgres, mysql and sqlite
 // sinks: messages whose subject matches Subject go to Table.
 type UpsertRoute struct {
-	Subject             string       `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
-	Table               string       `json:"table" required:"true" doc:"Table for matching messages."`
-	Idempotency         *Idempotency `json:"idempotency" doc:"Idempotency for this table; absent means the sink's idempotency."`
-	UpsertUpdateColumns *[]string    `json:"upsert_update_columns" doc:"Update columns for this table; absent means the sink's, null all non-key mapped columns."`
+	Subject             string         `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
+	Table               string         `json:"table" required:"true" doc:"Table for matching messages."`
+	Idempotency         *Idempotency   `json:"idempotency" doc:"Idempotency for this table; absent means the sink's idempotency."`
+	UpsertUpdateColumns *[]string      `json:"upsert_update_columns" doc:"Update columns for this table; absent means the sink's, null all non-key mapped columns."`
+	Mapping             *[]MappingItem `json:"mapping" doc:"Layout mapped: the mapping for this table; absent means the sink's, present replaces it whole."`
+	IncludeColumns      *[]string      `json:"include_columns" unique:"true" doc:"Layout mapped: included audit columns for this table; absent means the sink's."`
 	// UpdateColumnsSet tells an explicit null (all columns) from absence
 	// (inherit the sink's value).
 	UpdateColumnsSet bool `json:"-" presence:"upsert_update_columns"`
@@ -94,10 +104,12 @@ type UpsertRoute struct {
 
 // MergeRoute is a table_routes item of the oracle sink.
 type MergeRoute struct {
-	Subject            string       `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
-	Table              string       `json:"table" required:"true" doc:"Table for matching messages."`
-	Idempotency        *Idempotency `json:"idempotency" doc:"Idempotency for this table; absent means the sink's idempotency."`
-	MergeUpdateColumns *[]string    `json:"merge_update_columns" doc:"Update columns for this table; absent means the sink's, null all non-key mapped columns."`
+	Subject            string         `json:"subject" required:"true" doc:"Subject pattern; the first matching route wins."`
+	Table              string         `json:"table" required:"true" doc:"Table for matching messages."`
+	Idempotency        *Idempotency   `json:"idempotency" doc:"Idempotency for this table; absent means the sink's idempotency."`
+	MergeUpdateColumns *[]string      `json:"merge_update_columns" doc:"Update columns for this table; absent means the sink's, null all non-key mapped columns."`
+	Mapping            *[]MappingItem `json:"mapping" doc:"Layout mapped: the mapping for this table; absent means the sink's, present replaces it whole."`
+	IncludeColumns     *[]string      `json:"include_columns" unique:"true" doc:"Layout mapped: included audit columns for this table; absent means the sink's."`
 	// UpdateColumnsSet tells an explicit null from absence.
 	UpdateColumnsSet bool `json:"-" presence:"merge_update_columns"`
 }
@@ -118,6 +130,22 @@ type Shared[R Route] struct {
 	HeadersColumn *string     `json:"headers_column" doc:"Legacy alias overriding columns.headers."`
 	Columns       Columns     `json:"columns" doc:"Field to column mapping (data-shapes §9)."`
 	Idempotency   Idempotency `json:"idempotency" doc:"Key columns and how a message is identified."`
+	// The mapped layout (docs/sql.md#mapped-layout).
+	Layout         string        `json:"layout" enum:"audit,mapped" doc:"audit: one row per message in the audit layout; mapped: typed columns from mapping."`
+	Mapping        []MappingItem `json:"mapping" doc:"Layout mapped: the mapped columns, in row order after the key and included columns."`
+	IncludeColumns []string      `json:"include_columns" unique:"true" doc:"Layout mapped: audit columns (named as in columns) to keep in a mapped row."`
+	LenientStrings bool          `json:"lenient_strings" doc:"Layout mapped: numeric, boolean and epoch inputs may also be JSON strings."`
+	AutoEvolve     bool          `json:"auto_evolve" doc:"Layout mapped: add missing non-key columns (nullable) at start; never drops or retypes."`
+	VersionColumn  *string       `json:"version_column" doc:"Layout mapped, upsert/merge: an update applies only when the row's value of this column is null or lower than the message's."`
+	DeleteWhen     *DeleteWhen   `json:"delete_when" doc:"Layout mapped: which messages delete the row with their key."`
+}
+
+// DeleteWhen is the "delete_when" object: a message is a delete when the
+// header equals the value, or (EmptyPayload) when its body is empty.
+type DeleteWhen struct {
+	Header       *string `json:"header" doc:"Header whose value marks a delete (with equals)."`
+	Equals       *string `json:"equals" doc:"The header value that marks a delete."`
+	EmptyPayload bool    `json:"empty_payload" doc:"A message with an empty body is a delete."`
 }
 
 // DefaultShared returns the shared keys with their defaults; table is the
@@ -125,11 +153,14 @@ type Shared[R Route] struct {
 // "NATS_SINK_EVENTS").
 func DefaultShared[R Route](table string) Shared[R] {
 	return Shared[R]{
-		Table:       table,
-		TableRoutes: []R{},
-		PayloadMode: "json_or_envelope",
-		Columns:     DefaultColumns(),
-		Idempotency: DefaultIdempotency(),
+		Table:          table,
+		TableRoutes:    []R{},
+		PayloadMode:    "json_or_envelope",
+		Columns:        DefaultColumns(),
+		Idempotency:    DefaultIdempotency(),
+		Layout:         LayoutAudit,
+		Mapping:        []MappingItem{},
+		IncludeColumns: []string{},
 	}
 }
 

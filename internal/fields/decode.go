@@ -35,8 +35,20 @@ func Decode(tree any, dst any, path string, p *Problems) {
 // implements Validator. It returns a *sink.ConfigError with paths relative
 // to the sink object, or nil.
 func DecodeSink(raw json.RawMessage, dst any) error {
+	return decodeSink(raw, dst, jsonx.Parse)
+}
+
+// DecodeSinkExact is DecodeSink with numbers parsed exactly
+// (jsonx.ParseExact), for sinks whose configuration holds JSON values
+// converted later, such as mapping defaults: 9007199254740993.0 keeps its
+// digits.
+func DecodeSinkExact(raw json.RawMessage, dst any) error {
+	return decodeSink(raw, dst, jsonx.ParseExact)
+}
+
+func decodeSink(raw json.RawMessage, dst any, parse func([]byte) (any, error)) error {
 	var p Problems
-	tree, err := jsonx.Parse(raw)
+	tree, err := parse(raw)
 	if err != nil {
 		if pe, ok := errors.AsType[*jsonx.PathError](err); ok {
 			p.Add(pe.Path, pe.Message)

@@ -25,12 +25,21 @@ type Cluster struct {
 	Port int
 	// Password is the superuser's password when Options.Password is set.
 	Password string
+	// SocketDir is the directory of the server's Unix socket when
+	// Options.Socket is set, else "".
+	SocketDir string
+	// CA, ClientCert and ClientKey are PEM files when Options.ClientCerts
+	// is set: the CA that signed the server's and the client's
+	// certificates, and a client certificate for user postgres.
+	CA, ClientCert, ClientKey string
 
 	t       testing.TB
+	root    string
 	bin     string
 	dataDir string
 	logFile string
 	asUser  []string // command prefix that runs as the postgres OS user
+	certs   bool
 }
 
 // Options configure a Cluster.
@@ -39,6 +48,13 @@ type Options struct {
 	// password authentication for user postgres; otherwise it trusts
 	// every connection.
 	Password string
+	// Socket makes the server listen on a Unix socket too, in SocketDir,
+	// where it trusts every local connection.
+	Socket bool
+	// ClientCerts makes the server require TLS with a client
+	// certificate (pg_hba "cert") on TCP; Unix-socket connections stay
+	// trusted.
+	ClientCerts bool
 }
 
 // Start initialises and starts a cluster; it is stopped and removed when
@@ -54,7 +70,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 		t.Skip(reason)
 	}
-	c := &Cluster{t: t, bin: bin, Password: o.Password}
+	c := &Cluster{t: t, bin: bin, Password: o.Password, certs: o.ClientCerts}
 	if os.Geteuid() == 0 {
 		// initdb refuses to run as root; the data directory must belong
 		// to the user that runs the server.
@@ -71,6 +87,10 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err := os.Chmod(root, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	c.root = root
+	if o.Socket {
+		c.SocketDir = root
+	}
 	c.dataDir = filepath.Join(root, "data")
 	c.logFile = filepath.Join(root, "server.log")
 	args := []string{filepath.Join(bin, "initdb"), "-D", c.dataDir, "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"}
@@ -84,6 +104,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		args = append(args, "--auth=trust")
 	}
 	c.run(args...)
+	if o.ClientCerts {
+		c.writeCerts()
+	}
 	c.Port = freePort(t)
 	c.Start()
 	t.Cleanup(func() { c.stop(false) })
@@ -99,7 +122,11 @@ func (c *Cluster) DSN() string {
 // accepts connections.
 func (c *Cluster) Start() {
 	c.t.Helper()
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off", c.Port) // fsync: the tests exercise the sink, not the disk
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='%s' -c fsync=off", c.Port, c.SocketDir) // fsync: the tests exercise the sink, not the disk
+	if c.certs {
+		opts += fmt.Sprintf(" -c ssl=on -c ssl_cert_file=%s -c ssl_key_file=%s -c ssl_ca_file=%s",
+			filepath.Join(c.root, "server.crt"), filepath.Join(c.root, "server.key"), c.CA)
+	}
 	c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.dataDir, "-l", c.logFile, "-o", opts, "-w", "-t", "30", "start")
 }
 

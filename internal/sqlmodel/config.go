@@ -16,6 +16,7 @@ const (
 	StrategyStreamSequence = sqlconfig.StrategyStreamSequence
 	StrategyMessageID      = sqlconfig.StrategyMessageID
 	StrategyPayloadField   = sqlconfig.StrategyPayloadField
+	StrategyMapping        = sqlconfig.StrategyMapping
 )
 
 // Column returns the column c maps f to, as configured.
@@ -48,14 +49,16 @@ type routeSpec struct {
 	idem           *sqlconfig.Idempotency
 	update         *[]string
 	updateSet      bool
+	mapping        *[]sqlconfig.MappingItem
+	include        *[]string
 }
 
 func specOf(r any) routeSpec {
 	switch r := r.(type) {
 	case sqlconfig.UpsertRoute:
-		return routeSpec{r.Subject, r.Table, r.Idempotency, r.UpsertUpdateColumns, r.UpdateColumnsSet}
+		return routeSpec{r.Subject, r.Table, r.Idempotency, r.UpsertUpdateColumns, r.UpdateColumnsSet, r.Mapping, r.IncludeColumns}
 	case sqlconfig.MergeRoute:
-		return routeSpec{r.Subject, r.Table, r.Idempotency, r.MergeUpdateColumns, r.UpdateColumnsSet}
+		return routeSpec{r.Subject, r.Table, r.Idempotency, r.MergeUpdateColumns, r.UpdateColumnsSet, r.Mapping, r.IncludeColumns}
 	}
 	panic("sqlmodel: unknown route type")
 }
@@ -95,7 +98,7 @@ func Compile[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Options) (*
 // compileShared checks every rule and builds the model; the model is only
 // meaningful when p received no problems.
 func compileShared[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Options, p *fields.Problems) *Model {
-	m := &Model{Dialect: d, Mode: o.Mode, PayloadMode: record.PayloadMode(s.PayloadMode)}
+	m := &Model{Dialect: d, Mode: o.Mode, PayloadMode: record.PayloadMode(s.PayloadMode), AutoEvolve: s.AutoEvolve}
 	if !slices.Contains(d.Modes(), o.Mode) {
 		names := make([]string, 0, 4)
 		for _, md := range d.Modes() {
@@ -111,6 +114,53 @@ func compileShared[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Optio
 
 	// Columns: legacy aliases override, then every name must be valid and
 	// distinct ignoring case.
+	mapped := s.Layout == sqlconfig.LayoutMapped
+	switch s.Layout {
+	case sqlconfig.LayoutAudit, sqlconfig.LayoutMapped:
+	default:
+		p.Addf("layout", "must be one of audit, mapped (got %q)", s.Layout)
+	}
+	if mapped {
+		switch record.PayloadMode(s.PayloadMode) {
+		case record.TextEnvelope, record.BytesEnvelope:
+			p.Addf("payload_mode", "must be json_or_envelope or json_only with layout mapped (got %q)", s.PayloadMode)
+		}
+		if len(s.Mapping) == 0 {
+			p.Add("mapping", "must not be empty with layout mapped")
+		}
+	} else {
+		only := func(key string, set bool) {
+			if set {
+				p.Add(key, "only allowed with layout mapped")
+			}
+		}
+		only("mapping", len(s.Mapping) > 0)
+		only("include_columns", len(s.IncludeColumns) > 0)
+		only("lenient_strings", s.LenientStrings)
+		only("auto_evolve", s.AutoEvolve)
+		only("version_column", s.VersionColumn != nil)
+		only("delete_when", s.DeleteWhen != nil)
+		for i, r := range s.TableRoutes {
+			rs := specOf(r)
+			only(fields.Index("table_routes", i)+".mapping", rs.mapping != nil)
+			only(fields.Index("table_routes", i)+".include_columns", rs.include != nil)
+		}
+	}
+	spec := func(items *[]sqlconfig.MappingItem, itemsPath string, incl *[]string, inclPath string, check bool) *mappedSpec {
+		if !mapped {
+			return nil
+		}
+		sp := &mappedSpec{items: s.Mapping, itemsPath: "mapping", incl: s.IncludeColumns, inclPath: "include_columns",
+			check: check, lenient: s.LenientStrings, version: s.VersionColumn, deleteWhen: s.DeleteWhen}
+		if items != nil {
+			sp.items, sp.itemsPath, sp.check = *items, itemsPath, true
+		}
+		if incl != nil {
+			sp.incl, sp.inclPath, sp.check = *incl, inclPath, true
+		}
+		return sp
+	}
+
 	cols := s.Columns
 	colPath := func(f Field) string { return "columns." + f.Key() }
 	paths := [NumFields]string{}
@@ -154,7 +204,7 @@ func compileShared[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Optio
 	if msg := d.CheckTable(s.Table); msg != "" {
 		p.Add("table", msg)
 	}
-	base := m.table(d.Fold(s.Table), &s.Idempotency, o.UpdateColumns, "idempotency", d.UpdateKey(), colsOK, colsOK, "", p)
+	base := m.table(d.Fold(s.Table), &s.Idempotency, o.UpdateColumns, "idempotency", d.UpdateKey(), colsOK, colsOK, "", spec(nil, "", nil, "", true), p)
 	m.Tables = []*Table{base}
 	// Folded names identify a table: PostgreSQL, SQLite and Oracle fold
 	// case, and MySQL table names are case-sensitive on most systems.
@@ -185,7 +235,8 @@ func compileShared[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Optio
 		// Inherited values were checked at the sink level; check what the
 		// route sets itself, and inherited update columns only against
 		// the route's own key, so each problem is reported once.
-		t := m.table(d.Fold(rs.table), idem, upd, idemPath, updPath, colsOK && rs.idem != nil, colsOK, inherited, p)
+		sp := spec(rs.mapping, rp+".mapping", rs.include, rp+".include_columns", rs.idem != nil || rs.updateSet)
+		t := m.table(d.Fold(rs.table), idem, upd, idemPath, updPath, colsOK && rs.idem != nil, colsOK, inherited, sp, p)
 		if !colsOK {
 			continue
 		}
@@ -208,7 +259,7 @@ func compileShared[R sqlconfig.Route](s *sqlconfig.Shared[R], d Dialect, o Optio
 // set, names the route that inherits the sink's update columns: only their
 // clash with the route's own key is reported there (the rest was reported
 // at the sink level).
-func (m *Model) table(name string, idem *sqlconfig.Idempotency, upd *[]string, idemPath, updPath string, checkIdem, checkUpd bool, inheritedAt string, p *fields.Problems) *Table {
+func (m *Model) table(name string, idem *sqlconfig.Idempotency, upd *[]string, idemPath, updPath string, checkIdem, checkUpd bool, inheritedAt string, sp *mappedSpec, p *fields.Problems) *Table {
 	t := &Table{Name: name, Strategy: idem.Strategy}
 	discard := &fields.Problems{}
 	ip := p
@@ -218,8 +269,13 @@ func (m *Model) table(name string, idem *sqlconfig.Idempotency, upd *[]string, i
 	mode := m.Mode
 	switch idem.Strategy {
 	case StrategyStreamSequence, StrategyMessageID, StrategyPayloadField:
+	case StrategyMapping:
+		if sp == nil {
+			ip.Add(idemPath+".strategy", "mapping is only allowed with layout mapped")
+			return t
+		}
 	default:
-		ip.Addf(idemPath+".strategy", "must be one of stream_sequence, message_id, payload_field (got %q)", idem.Strategy)
+		ip.Addf(idemPath+".strategy", "must be one of stream_sequence, message_id, payload_field, mapping (got %q)", idem.Strategy)
 	}
 	if idem.Strategy == StrategyPayloadField {
 		switch {
@@ -232,6 +288,11 @@ func (m *Model) table(name string, idem *sqlconfig.Idempotency, upd *[]string, i
 				t.PayloadField = strings.Split(*idem.PayloadField, ".")
 			}
 		}
+	}
+	if sp != nil {
+		sp.check = sp.check && checkUpd // checkUpd: the column names are valid
+		m.mapped(t, *sp, idem, idemPath, upd, updPath, p)
+		return t
 	}
 	keyCols := keyColumns(idem)
 	if mode.NeedsKey() && len(keyCols) == 0 {

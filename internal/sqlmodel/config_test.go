@@ -33,7 +33,7 @@ func (c *testConfig) Validate() error {
 func decode(t *testing.T, d Dialect, js string) (*testConfig, []string) {
 	t.Helper()
 	c := &testConfig{Mode: string(Upsert), Shared: DefaultShared[sqlconfig.UpsertRoute](d), d: d}
-	err := fields.DecodeSink([]byte(js), c)
+	err := fields.DecodeSinkExact([]byte(js), c)
 	if err == nil {
 		return c, nil
 	}
@@ -68,7 +68,7 @@ func TestConfigRules(t *testing.T) {
 		{"received_at reserved with auto_create", SQLite, `{"auto_create":true,"columns":{"labels":"RECEIVED_AT"}}`,
 			[]string{`columns.labels: must not be "RECEIVED_AT": auto_create adds that column itself`}},
 		{"strategy enum", SQLite, `{"idempotency":{"strategy":"sha"}}`,
-			[]string{`idempotency.strategy: must be one of stream_sequence, message_id, payload_field (got "sha")`}},
+			[]string{`idempotency.strategy: must be one of stream_sequence, message_id, payload_field, mapping (got "sha")`}},
 		{"unknown key column", SQLite, `{"idempotency":{"columns":["STREAM_NAME","nope"]}}`,
 			[]string{`idempotency.columns[1]: "nope" is not a mapped column`}},
 		{"duplicate key column", SQLite, `{"idempotency":{"columns":["STREAM_NAME","stream_name"]}}`,

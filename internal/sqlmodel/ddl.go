@@ -44,6 +44,9 @@ var receivedAt = [4]struct{ name, typ string }{
 // key that differs from the primary key adds the "<table>_idem" unique
 // constraint that "on conflict (<keys>)" needs.
 func (m *Model) DDL(t *Table) string {
+	if t.Mapped != nil {
+		return m.mappedDDL(t)
+	}
 	return m.ddl(t, "")
 }
 

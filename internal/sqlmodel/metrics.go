@@ -54,6 +54,7 @@ type DBMetrics struct {
 	Noop       sink.Counter   // <dialect>_duplicate_noop_total (keyed write, no update columns)
 	Rows       sink.Counter   // <dialect>_<upsert|merge>_rows_total
 	Unknown    sink.Counter   // <dialect>_<upsert|merge>_outcome_unknown_total
+	Deletes    sink.Counter   // <dialect>_deletes_total (mapped layout, delete_when)
 }
 
 // NewDBMetrics creates the metrics of dialect d through Counter and
@@ -73,6 +74,7 @@ func NewDBMetrics(m sink.Metrics, d Dialect, statement, dupCode string) DBMetric
 		Rows:       Counter(m, p+w+"_rows_total", "Rows written by "+w+" statements."),
 		Unknown: Counter(m, p+w+"_outcome_unknown_total",
 			title+" rows (with update columns) whose insert-or-update outcome the affected-row count cannot tell."),
+		Deletes: DeletesCounter(m, d),
 	}
 }
 
@@ -80,6 +82,13 @@ func NewDBMetrics(m sink.Metrics, d Dialect, statement, dupCode string) DBMetric
 func (m *DBMetrics) Observe(st Stats) {
 	m.Commit.Observe(st.Commit.Seconds())
 	m.Duplicates.Add(st.Duplicates)
+	m.Deletes.Add(st.Deletes)
+}
+
+// DeletesCounter registers <dialect>_deletes_total: committed deletes of
+// the mapped layout (delete_when), missing rows included.
+func DeletesCounter(m sink.Metrics, d Dialect) sink.Counter {
+	return Counter(m, d.String()+"_deletes_total", "Committed deletes by key (mapped layout, delete_when), rows already gone included.")
 }
 
 // ModeCounts are one transaction's contributions to the Ignored, Noop,

@@ -88,6 +88,7 @@ func TestDBMetrics(t *testing.T) {
 		"duplicate_noop_total":        {"Duplicate rows left unchanged by merge with no update columns.", 2},
 		"merge_rows_total":            {"Rows written by merge statements.", 3},
 		"merge_outcome_unknown_total": {"Merge rows (with update columns) whose insert-or-update outcome the affected-row count cannot tell.", 4},
+		"deletes_total":               {"Committed deletes by key (mapped layout, delete_when), rows already gone included.", 0},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("oracle metrics (-want +got):\n%s", diff)
@@ -104,7 +105,7 @@ func TestDBMetrics(t *testing.T) {
 			names = append(names, n)
 		}
 	}
-	wantNames := []string{"commit_seconds", "conflicts_total", "duplicate_ignored_total", "duplicate_noop_total",
+	wantNames := []string{"commit_seconds", "conflicts_total", "deletes_total", "duplicate_ignored_total", "duplicate_noop_total",
 		"duplicates_total", "execute_seconds", "upsert_outcome_unknown_total", "upsert_rows_total"}
 	if diff := cmp.Diff(wantNames, names); diff != "" {
 		t.Errorf("mysql metric names (-want +got):\n%s", diff)

@@ -31,6 +31,8 @@ type Model struct {
 	// then route tables in first-appearance order. auto_create runs the
 	// DDL of each.
 	Tables []*Table
+	// AutoEvolve is auto_evolve (layout mapped).
+	AutoEvolve bool
 
 	routes []route
 }
@@ -54,12 +56,16 @@ type Table struct {
 	Update []Field
 	// PayloadField is the split payload_field path (strategy payload_field).
 	PayloadField []string
+	// Mapped is the row shape in the mapped layout; nil in the audit
+	// layout.
+	Mapped *Mapped
 }
 
 // sameRules reports whether t and u may share one physical table.
 func (t *Table) sameRules(u *Table) bool {
 	return t.Strategy == u.Strategy && slices.Equal(t.Key, u.Key) &&
-		slices.Equal(t.PayloadField, u.PayloadField) && slices.Equal(t.Update, u.Update)
+		slices.Equal(t.PayloadField, u.PayloadField) && slices.Equal(t.Update, u.Update) &&
+		t.Mapped.shape() == u.Mapped.shape()
 }
 
 // Column returns the folded column name of f.
@@ -100,6 +106,10 @@ type Row struct {
 	// Duplicate is set by a dialect's Tx.Exec when it knows the row was
 	// already present (e.g. one execution per row affected nothing).
 	Duplicate bool
+	// M holds a mapped row's bound values in Table.Mapped.Cols order (for
+	// a delete, the key columns only); Delete marks a delete.
+	M      []any
+	Delete bool
 }
 
 // Args returns the values in table order as a new slice, for a statement
@@ -139,6 +149,13 @@ type KeyOrders func(t *Table, f Field) jsonx.KeyOrder
 func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders KeyOrders) (*Row, error) {
 	t := m.Resolve(e.Subject)
 	r := &Row{Table: t}
+	if t.Mapped != nil {
+		var err error
+		if r.M, r.Delete, err = m.mappedRow(e, t, storedAt); err != nil {
+			return nil, fmt.Errorf("%s row for subject %s (stream seq %d): %w", m.Dialect, e.Subject, e.StreamSequence, err)
+		}
+		return r, nil
+	}
 	v, err := m.Values(e, t, storedAt, orders)
 	if err != nil {
 		return nil, fmt.Errorf("%s row for subject %s (stream seq %d): %w", m.Dialect, e.Subject, e.StreamSequence, err)

@@ -26,6 +26,7 @@ type Tx interface {
 type Stats struct {
 	Rows       int           // rows written (after reduction)
 	Duplicates int           // attempted − affected (never negative) + rows removed by Reduce
+	Deletes    int           // delete statements of the mapped layout (delete_when)
 	Exec       time.Duration // time spent in Tx.Exec calls
 	Commit     time.Duration // time spent in Tx.Commit
 }
@@ -139,6 +140,9 @@ func (w *Writer) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.
 	st.Duplicates += len(dropped)
 	for _, r := range rows {
 		results[r.Index] = sink.Ok
+		if r.Delete {
+			st.Deletes++
+		}
 	}
 	for _, r := range rows {
 		if r.Duplicate {

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sinks/rabbitmq"
 	redissink "github.com/nats-sinks/nats-sink/sinks/redis"
 	s3sink "github.com/nats-sinks/nats-sink/sinks/s3"
+	"github.com/nats-sinks/nats-sink/sinks/segments"
 	"github.com/nats-sinks/nats-sink/sinks/spool"
 	"github.com/nats-sinks/nats-sink/sinks/sqlite"
 )
@@ -51,6 +52,7 @@ func list() []builtin {
 		{"rabbitmq", rabbitmq.Decode, ptr(rabbitmq.Default())},
 		{"mqtt", mqtt.Decode, ptr(mqtt.Default())},
 		{"clickhouse", clickhouse.Decode, ptr(clickhouse.Default())},
+		{"segments", segments.Decode, ptr(segments.Default())},
 	}
 }
 

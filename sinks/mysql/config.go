@@ -76,7 +76,7 @@ func Default() Config {
 // not read here (config.md §1.2).
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -113,6 +113,30 @@ func (c *Config) rules(p *fields.Problems) {
 		p.Add("ssl_disabled", "must not be true when ssl_ca, ssl_cert or ssl_key is set")
 	}
 	sqlmodel.Check(&c.Shared, sqlmodel.MySQL, c.options(), p)
+}
+
+var _ sink.Warner = Config{}
+
+// Warnings reports the accepted but weak TLS settings for a server reached
+// over the network (a loopback address never leaves the machine): TLS
+// without ssl_ca (encrypted when the server offers it, but never verified,
+// and plain text when it does not), ssl_ca without ssl_verify_identity
+// (any certificate the CA signed is accepted, for any host), and
+// ssl_disabled.
+func (c Config) Warnings() []sink.Problem {
+	if sqlmodel.LocalHost(c.Host) {
+		return nil
+	}
+	const fix = "; set ssl_ca to the server's CA and keep ssl_verify_identity true"
+	switch {
+	case c.SSLDisabled:
+		return []sink.Problem{{Path: "ssl_disabled", Message: "sends the credentials and rows to " + c.Host + " unencrypted" + fix}}
+	case c.SSLCA == nil:
+		return []sink.Problem{{Path: "ssl_ca", Message: "not set: TLS is used when the server offers it but the server certificate is never verified, and the connection falls back to plain text" + fix}}
+	case !c.SSLVerifyIdentity:
+		return []sink.Problem{{Path: "ssl_verify_identity", Message: "false accepts a certificate the CA issued to any host" + fix}}
+	}
+	return nil
 }
 
 func countSet(bs ...bool) int {

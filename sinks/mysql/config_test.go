@@ -299,3 +299,37 @@ func TestEffectiveAndSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestWarnings: TLS that does not verify the server (no ssl_ca, or no host
+// name check) and disabled TLS are accepted but warned about for a server
+// reached over the network; loopback is quiet, as is the verifying profile.
+func TestWarnings(t *testing.T) {
+	const base = `"type":"mysql","database":"d","user":"u","password":"pw"`
+	for _, tt := range []struct {
+		name, js, want string // want "" = no warning
+	}{
+		{"default TLS is unverified", `"host":"db.example.com"`, "ssl_ca: not set: TLS is used when the server offers it but the server certificate is never verified"},
+		{"client certificate without ssl_ca", `"host":"db.example.com","ssl_cert":"c.pem","ssl_key":"k.pem"`, "ssl_ca: not set"},
+		{"no host name check", `"host":"db.example.com","ssl_ca":"ca.pem","ssl_verify_identity":false`, "ssl_verify_identity: false accepts a certificate the CA issued to any host"},
+		{"disabled", `"host":"10.1.2.3","ssl_disabled":true`, "ssl_disabled: sends the credentials and rows to 10.1.2.3 unencrypted"},
+		{"verified", `"host":"db.example.com","ssl_ca":"ca.pem"`, ""},
+		{"loopback", `"host":"127.0.0.1"`, ""},
+		{"localhost disabled", `"host":"localhost","ssl_disabled":true`, ""},
+	} {
+		o, err := Decode([]byte(`{` + base + `,` + tt.js + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := o.(sink.Warner)
+		if !ok {
+			t.Fatal("mysql Config is not a sink.Warner")
+		}
+		var got string
+		for _, p := range w.Warnings() {
+			got += p.Path + ": " + p.Message
+		}
+		if (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%s: Warnings = %q, want prefix %q", tt.name, got, tt.want)
+		}
+	}
+}

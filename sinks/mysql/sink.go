@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,7 +79,9 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 
 	s := &Sink{model: model, db: db, addr: dc.Addr, stmts: map[*sqlmodel.Table]statement{}, prep: newStmtCache(db)}
 	for _, t := range model.Tables {
-		s.stmts[t] = newStatement(model, t)
+		if t.Mapped == nil {
+			s.stmts[t] = newStatement(model, t)
+		}
 	}
 	s.m = sqlmodel.NewDBMetrics(deps.Meter(), sqlmodel.MySQL, "one multi-row INSERT statement", "1062")
 	s.w = sqlmodel.Writer{
@@ -98,7 +101,53 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 			}
 		}
 	}
+	err = model.StartMapped(ctx, sqlmodel.Catalog{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := db.ExecContext(ctx, q)
+			return err
+		},
+		Columns: func(ctx context.Context, table string) (map[string]string, error) { return columnTypes(ctx, db, table) },
+		Exists: func(err error) bool {
+			me, ok := errors.AsType[*mysql.MySQLError](err)
+			return ok && (me.Number == 1060 || me.Number == 1050)
+		},
+	}, false)
+	if err != nil {
+		db.Close()
+		if errors.Is(err, sink.ErrConfig) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("mysql %s: %w", s.addr, s.classify(sanitize(err)))
+	}
 	return s, nil
+}
+
+// columnTypes returns a table's columns and their column_type; nil when
+// the table does not exist. A schema-qualified name looks in that schema,
+// else the connection's database.
+func columnTypes(ctx context.Context, db *sql.DB, table string) (map[string]string, error) {
+	schema, name, ok := strings.Cut(table, ".")
+	if !ok {
+		schema, name = "", table
+	}
+	rows, err := db.QueryContext(ctx, `select column_name, column_type from information_schema.columns
+where table_schema = coalesce(nullif(?, ''), database()) and table_name = ?`, schema, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out map[string]string
+	for rows.Next() {
+		var col, typ string
+		if err := rows.Scan(&col, &typ); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ToLower(col)] = typ
+	}
+	return out, rows.Err()
 }
 
 // driverConfig builds the driver's configuration. It is a struct, not a DSN
@@ -255,6 +304,9 @@ type tx struct {
 // new to the table, so the Writer's "attempted − affected" is the number of
 // duplicates (see statement.effective).
 func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	if g.Table.Mapped != nil {
+		return t.execMapped(ctx, g)
+	}
 	st := t.s.stmts[g.Table]
 	mode := t.s.model.Mode
 	kept, dropped := g.Reduce(mode)
@@ -295,6 +347,46 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		t.n.Rows += len(kept)
 	}
 	return fresh, nil
+}
+
+// execMapped writes a mapped group one statement per row, in delivery
+// order (repeated keys and deletes apply in order), each text prepared once
+// per transaction. insert_ignore reads the warnings after every row, as the
+// audit layout does.
+func (t *tx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	stmts := sqlmodel.MappedStmts(g)
+	affected := make([]int64, len(stmts))
+	prepared := map[string]*sql.Stmt{}
+	defer func() {
+		for _, st := range prepared {
+			st.Close()
+		}
+	}()
+	for i, st := range stmts {
+		ps, ok := prepared[st.SQL]
+		if !ok {
+			var err error
+			if ps, err = t.c.Tx.PrepareContext(ctx, st.SQL); err != nil {
+				return 0, sanitize(err)
+			}
+			prepared[st.SQL] = ps
+		}
+		start := time.Now()
+		res, err := ps.ExecContext(ctx, st.Args...)
+		t.s.m.Execute.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, sanitize(err))
+		}
+		if t.s.model.Mode == sqlmodel.InsertIgnore && !g.Rows[i].Delete {
+			if err := t.checkWarnings(ctx); err != nil {
+				return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, err)
+			}
+		}
+		if affected[i], err = res.RowsAffected(); err != nil {
+			return 0, err
+		}
+	}
+	return sqlmodel.ApplyAffected(g, affected), nil
 }
 
 // exec runs the statement for k: the cached one (which database/sql
@@ -384,7 +476,7 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	}
 	d := s.model.Dialect
 	for _, t := range s.model.Tables {
-		q := "select " + d.QuoteAll(s.model.AllColumns()) + " from " + d.Quote(t.Name) + " where 1 = 0"
+		q := "select " + d.QuoteAll(s.model.TableColumns(t)) + " from " + d.Quote(t.Name) + " where 1 = 0"
 		rows, err := s.db.QueryContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("mysql healthcheck %s: table %s: %w", s.addr, t.Name, s.classify(sanitize(err)))

@@ -112,7 +112,7 @@ func Default() Config {
 // here (config.md §1.2).
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	return c, nil

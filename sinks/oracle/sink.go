@@ -112,7 +112,79 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 			return nil, err
 		}
 	}
+	if err := model.StartMapped(ctx, s.catalog(), false); err != nil {
+		db.Close()
+		if errors.Is(err, sink.ErrConfig) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("oracle: %w", s.classify(err))
+	}
 	return s, nil
+}
+
+// oraColumnExists is ORA-01430: the column being added already exists.
+const oraColumnExists = 1430
+
+// catalog is the mapped layout's start-up access: DDL, and the columns of
+// all_tab_columns rendered as type texts ("number(19,0)", "varchar2(36)",
+// "timestamp(9) with time zone").
+func (s *Sink) catalog() sqlmodel.Catalog {
+	return sqlmodel.Catalog{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := s.db.ExecContext(ctx, q)
+			return err
+		},
+		Columns: func(ctx context.Context, table string) (map[string]string, error) {
+			owner, name, ok := strings.Cut(table, ".")
+			if !ok {
+				owner, name = "", table
+			}
+			rows, err := s.db.QueryContext(ctx, columnsQuery, owner, name)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out map[string]string
+			for rows.Next() {
+				var col, typ string
+				var prec, scale, length sql.NullInt64
+				if err := rows.Scan(&col, &typ, &prec, &scale, &length); err != nil {
+					return nil, err
+				}
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[strings.ToLower(col)] = oracleType(typ, prec, scale, length)
+			}
+			return out, rows.Err()
+		},
+		Exists: func(err error) bool {
+			code, ok := errorCode(err)
+			return ok && (code == oraColumnExists || code == oraNameUsed)
+		},
+	}
+}
+
+// columnsQuery reads a table's columns; an unqualified name is the
+// connecting user's.
+const columnsQuery = `select column_name, data_type, data_precision, data_scale, char_length from all_tab_columns
+where owner = coalesce(:1, user) and table_name = :2`
+
+// oracleType renders an all_tab_columns row as the type text the mapped
+// layout's check compares.
+func oracleType(typ string, prec, scale, length sql.NullInt64) string {
+	t := strings.ToLower(typ)
+	switch t {
+	case "number":
+		if prec.Valid {
+			return fmt.Sprintf("number(%d,%d)", prec.Int64, scale.Int64)
+		}
+	case "varchar2", "nvarchar2", "char", "nchar", "raw":
+		if length.Valid {
+			return fmt.Sprintf("%s(%d)", t, length.Int64)
+		}
+	}
+	return t
 }
 
 // newSink builds the Sink around db (nil in tests that drive the Writer
@@ -125,7 +197,9 @@ func newSink(model *sqlmodel.Model, c Config, db *sql.DB, m sink.Metrics) (*Sink
 		stage, batchCol = d.Fold(*c.Staging.Table), d.Fold(c.Staging.BatchIDColumn)
 	}
 	for _, t := range model.Tables {
-		s.plans[t] = newPlan(model, t, stage, batchCol, c.Staging.Cleanup == CleanupDeleteOnSuccess)
+		if t.Mapped == nil {
+			s.plans[t] = newPlan(model, t, stage, batchCol, c.Staging.Cleanup == CleanupDeleteOnSuccess)
+		}
 	}
 	s.m = sqlmodel.NewDBMetrics(m, sqlmodel.Oracle, "one array-bound statement", "ORA-00001")
 	s.w = sqlmodel.Writer{
@@ -233,6 +307,9 @@ func (t *tx) exec(ctx context.Context, q string, args []namedArg) (sql.Result, e
 // the number of rows that were new to the table or rewritten, so that the
 // Writer's "attempted − affected" counts duplicates.
 func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	if g.Table.Mapped != nil {
+		return t.execMapped(ctx, g)
+	}
 	p := t.s.plans[g.Table]
 	mode := t.s.model.Mode
 	var affected int64
@@ -341,12 +418,31 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	return nil
 }
 
+// execMapped writes a mapped group one statement per row (a merge, or an
+// insert in modes insert and append; a delete for a delete), in delivery
+// order, with positional binds; staging does not apply to mapped rows.
+func (t *tx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	stmts := sqlmodel.MappedStmts(g)
+	affected := make([]int64, len(stmts))
+	for i, st := range stmts {
+		start := time.Now()
+		res, err := t.x.ExecContext(ctx, st.SQL, st.Args...)
+		t.s.m.Execute.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, err)
+		}
+		if affected[i], err = res.RowsAffected(); err != nil {
+			affected[i] = -1
+		}
+	}
+	return sqlmodel.ApplyAffected(g, affected), nil
+}
+
 // healthQueries are the per-table probes of Healthcheck.
 func (s *Sink) healthQueries() []string {
 	var out []string
-	cols := s.model.AllColumns()
 	for _, t := range s.model.Tables {
-		out = append(out, "select "+strings.Join(cols, ", ")+" from "+t.Name+" where 1 = 0")
+		out = append(out, "select "+strings.Join(s.model.TableColumns(t), ", ")+" from "+t.Name+" where 1 = 0")
 	}
 	return out
 }

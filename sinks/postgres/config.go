@@ -11,6 +11,8 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
@@ -24,14 +26,16 @@ import (
 // "sink" object.
 type Config struct {
 	Type     string `json:"type" trim:"true" lower:"true" enum:"postgres" doc:"Sink type."`
-	Host     string `json:"host" trim:"true" nonblank:"true" nocontrol:"true" doc:"Server host name, IP address or Unix socket directory."`
+	Host     string `json:"host" trim:"true" nonblank:"true" nocontrol:"true" doc:"Server host name, IP address, or Unix socket directory (an absolute path such as /var/run/postgresql)."`
 	Port     int    `json:"port" min:"1" max:"65535" doc:"Server port."`
 	Database string `json:"database" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"Database name."`
 	User     string `json:"user" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"User name."`
 	// Password, PasswordEnv and PasswordFile are the three sources of the
-	// password; exactly one is required. The environment variable and the
-	// file are read when the sink opens, never during validation.
-	Password              *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
+	// password; at most one may be set, and none means no password (trust,
+	// peer over a Unix socket, client certificates). The environment
+	// variable and the file are read when the sink opens, never during
+	// validation.
+	Password              *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; at most one of password, password_env, password_file (none: the server authenticates without one, e.g. trust, peer or client certificates)."`
 	PasswordEnv           *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password."`
 	PasswordFile          *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed)."`
 	SSLMode               string        `json:"sslmode" enum:"disable,allow,prefer,require,verify-ca,verify-full" doc:"libpq sslmode."`
@@ -78,7 +82,7 @@ func Default() Config {
 // the sink object.
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -89,7 +93,7 @@ func (c *Config) options() sqlmodel.Options {
 }
 
 // Validate checks c: the rules of the struct tags and, when they pass, the
-// rules they cannot express: one password source, ssl_cert with ssl_key,
+// rules they cannot express: at most one password source, ssl_cert with ssl_key,
 // and the shared relational rules of sinks.md §2 with PostgreSQL's
 // identifiers. Problems have paths relative to the sink object and come
 // back as one *sink.ConfigError, or nil. Decode calls it on the decoded
@@ -98,7 +102,7 @@ func (c *Config) options() sqlmodel.Options {
 func (c *Config) Validate() error { return fields.Validate(c, c.rules) }
 
 func (c *Config) rules(p *fields.Problems) {
-	for _, pr := range sqlmodel.SecretProblems("password", true, c.Password, c.PasswordEnv, c.PasswordFile) {
+	for _, pr := range sqlmodel.SecretProblems("password", false, c.Password, c.PasswordEnv, c.PasswordFile) {
 		p.Add(pr.Path, pr.Message)
 	}
 	if (c.SSLCert == nil) != (c.SSLKey == nil) {
@@ -108,7 +112,31 @@ func (c *Config) rules(p *fields.Problems) {
 			p.Add("ssl_key", "required when ssl_cert is set")
 		}
 	}
+	if strings.Contains(c.Host, "/") && !strings.HasPrefix(c.Host, "/") {
+		p.Add("host", fmt.Sprintf("must be a host name, an IP address or an absolute Unix socket directory (got %q)", c.Host))
+	}
 	sqlmodel.Check(&c.Shared, sqlmodel.Postgres, c.options(), p)
+}
+
+var _ sink.Warner = Config{}
+
+// Warnings reports the accepted but weak TLS settings: sslmode prefer or
+// allow (the connection falls back to plain text when the server offers no
+// TLS, and the certificate is never verified) and disable, each only for a
+// server reached over the network; a Unix socket or a loopback address
+// never leaves the machine.
+func (c Config) Warnings() []sink.Problem {
+	if sqlmodel.LocalHost(c.Host) {
+		return nil
+	}
+	switch c.SSLMode {
+	case "prefer", "allow":
+		return []sink.Problem{{Path: "sslmode", Message: c.SSLMode + " falls back to an unencrypted connection when the server offers no TLS and never verifies the server certificate; " +
+			"set sslmode verify-full (with ssl_root_cert)"}}
+	case "disable":
+		return []sink.Problem{{Path: "sslmode", Message: "disable sends the credentials and rows to " + c.Host + " unencrypted; set sslmode verify-full (with ssl_root_cert)"}}
+	}
+	return nil
 }
 
 // Open starts the sink; it is New behind the sink.Opener interface.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,8 +39,10 @@ func TestDecode(t *testing.T) {
 	}{
 		{"minimal", `{` + minimal + `}`, nil},
 		{"required keys", `{"type":"postgres"}`, []string{"database: required", "user: required"}},
-		{"a password source is required", `{"type":"postgres","database":"d","user":"u"}`,
-			[]string{"password: one of password, password_env, password_file is required"}},
+		{"no password source: trust, peer or client certificates", `{"type":"postgres","database":"d","user":"u"}`, nil},
+		{"unix socket directory", `{"type":"postgres","database":"d","user":"u","host":"/var/run/postgresql"}`, nil},
+		{"relative socket directory", `{"type":"postgres","database":"d","user":"u","host":"run/postgresql"}`,
+			[]string{`host: must be a host name, an IP address or an absolute Unix socket directory (got "run/postgresql")`}},
 		{"only one password source", `{"type":"postgres","database":"d","user":"u","password":"p","password_env":"PG_PW"}`,
 			[]string{"password: set only one of password, password_env, password_file"}},
 		{"password file is a source", `{"type":"postgres","database":"d","user":"u","password_file":"/run/secrets/pg"}`, nil},
@@ -257,5 +260,41 @@ func TestClassify(t *testing.T) {
 	plain := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 	if got := sink.Failed(classify(sqlmodel.Upsert, plain)).Outcome; got != sink.Temporary {
 		t.Errorf("classify(no SQLSTATE) = %v, want temporary", got)
+	}
+}
+
+// TestWarnings: sslmode prefer, allow and disable are accepted but warned
+// about for a server reached over the network; loopback and Unix sockets
+// are quiet, as are the verifying modes.
+func TestWarnings(t *testing.T) {
+	for _, tt := range []struct {
+		host, mode string
+		want       string // "" = no warning
+	}{
+		{"db.example.com", "prefer", "sslmode: prefer falls back to an unencrypted connection"},
+		{"10.0.0.5", "allow", "sslmode: allow falls back to an unencrypted connection"},
+		{"db.example.com", "disable", "sslmode: disable sends the credentials and rows to db.example.com unencrypted"},
+		{"db.example.com", "require", ""},
+		{"db.example.com", "verify-full", ""},
+		{"127.0.0.1", "prefer", ""},
+		{"::1", "disable", ""},
+		{"localhost", "prefer", ""},
+		{"/var/run/postgresql", "prefer", ""},
+	} {
+		o, err := Decode(json.RawMessage(`{` + minimal + `,"host":"` + tt.host + `","sslmode":"` + tt.mode + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := o.(sink.Warner)
+		if !ok {
+			t.Fatal("postgres Config is not a sink.Warner")
+		}
+		var got string
+		for _, p := range w.Warnings() {
+			got += p.Path + ": " + p.Message
+		}
+		if (tt.want == "") != (got == "") || !strings.HasPrefix(got, tt.want) {
+			t.Errorf("Warnings(host %s, sslmode %s) = %q, want prefix %q", tt.host, tt.mode, got, tt.want)
+		}
 	}
 }

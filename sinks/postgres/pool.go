@@ -104,6 +104,9 @@ from pg_catalog.pg_settings where name = 'default_toast_compression'), false)`, 
 func (s *Sink) createStages(ctx context.Context, conn *pgx.Conn) error {
 	d := sqlmodel.Postgres
 	for _, t := range s.model.Tables {
+		if t.Mapped != nil {
+			continue
+		}
 		var b strings.Builder
 		b.WriteString("create temp table if not exists " + d.Quote(s.stage[t]) + " (")
 		for f := range sqlmodel.NumFields {

@@ -59,6 +59,7 @@ type Sink struct {
 	exec     sink.Histogram
 	commit   sink.Histogram
 	dups     sink.Counter
+	deletes  sink.Counter
 	stopOnce sync.Once
 }
 
@@ -97,6 +98,9 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		jsonb:   map[*sqlmodel.Table]map[string]bool{},
 	}
 	for i, t := range model.Tables {
+		if t.Mapped != nil {
+			continue // per-row statements, prepared by setup
+		}
 		s.stage[t] = stageTable + "_" + strconv.Itoa(i)
 		s.sql[t] = statement{insert: insertSQL(model, t, s.source(t), nil), returning: returning(model, t)}
 	}
@@ -115,6 +119,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	s.exec = sqlmodel.Histogram(m, "postgres_execute_seconds", "Time spent executing PostgreSQL statements per batch.")
 	s.commit = sqlmodel.Histogram(m, "postgres_commit_seconds", "Time spent in PostgreSQL COMMIT.")
 	s.dups = sqlmodel.Counter(m, "postgres_duplicates_total", "Rows PostgreSQL found already present (insert_ignore, upsert without update columns, or repeated keys inside a batch).")
+	s.deletes = sqlmodel.DeletesCounter(m, sqlmodel.Postgres)
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -127,23 +132,22 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 			s.exec.Observe(st.Exec.Seconds())
 			s.commit.Observe(st.Commit.Seconds())
 			s.dups.Add(st.Duplicates)
+			s.deletes.Add(st.Deletes)
 		},
 	}
 	return s, nil
 }
 
-// resolvePassword reads the one configured password source. A missing
+// resolvePassword reads the configured password source; with none it
+// returns "" and the connection offers no password. A missing
 // variable or unreadable file is a configuration problem (exit 2); the
 // message never includes the value or the file's content.
 func resolvePassword(c Config, deps sink.Deps) (string, error) {
 	v, path, err := sqlmodel.ResolveSecret("password", c.Password, c.PasswordEnv, c.PasswordFile, deps.LookupEnv)
-	if err != nil {
+	if err != nil || path == "" {
 		return "", err
 	}
 	if strings.TrimSpace(v) == "" || fields.HasControl(v) {
-		if path == "" {
-			path = "password"
-		}
 		return "", &sink.ConfigError{Problems: []sink.Problem{{Path: path, Message: "the resolved password must be non-blank without control characters"}}}
 	}
 	return v, nil
@@ -171,10 +175,55 @@ func (s *Sink) setup(ctx context.Context, autoCreate bool) error {
 			return fmt.Errorf("postgres create table %s: %w", t.Name, classify(s.model.Mode, err))
 		}
 	}
+	err = s.model.StartMapped(ctx, sqlmodel.Catalog{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol)
+			return err
+		},
+		Columns: func(ctx context.Context, table string) (map[string]string, error) {
+			return columnTypes(ctx, conn, table)
+		},
+		Exists: func(err error) bool {
+			pe, ok := errors.AsType[*pgconn.PgError](err)
+			return isAlreadyExists(err) || ok && pe.Code == "42701"
+		},
+	}, false)
+	if err != nil {
+		discard(c)
+		if errors.Is(err, sink.ErrConfig) {
+			return err
+		}
+		return fmt.Errorf("postgres %s: %w", s.target, classify(s.model.Mode, err))
+	}
 	s.chooseCompression(ctx, conn)
 	s.resolve(ctx, conn)
 	c.Release()
 	return nil
+}
+
+// columnTypes returns a table's columns and their format_type text; nil
+// when the table does not exist.
+func columnTypes(ctx context.Context, conn *pgx.Conn, table string) (map[string]string, error) {
+	rows, err := conn.Query(ctx, `select a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod)
+from pg_catalog.pg_attribute a
+where a.attrelid = pg_catalog.to_regclass($1) and a.attnum > 0 and not a.attisdropped`,
+		pgx.QueryExecModeExec, sqlmodel.Postgres.Quote(table))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out map[string]string
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ToLower(name)] = typ
+	}
+	return out, rows.Err()
 }
 
 // resolve fits each table's statement to its column types: a JSON value
@@ -193,6 +242,9 @@ func (s *Sink) resolve(ctx context.Context, conn *pgx.Conn) {
 	}
 	all := true
 	for _, t := range s.model.Tables {
+		if t.Mapped != nil {
+			continue
+		}
 		jsonb, ok := jsonbColumns(ctx, conn, t.Name)
 		if !ok {
 			all = false
@@ -308,6 +360,9 @@ type pgTx struct {
 // then reads. When the statement returns the keys of the rows it
 // inserted, the other rows are marked Duplicate.
 func (t *pgTx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	if g.Table.Mapped != nil {
+		return t.execMapped(ctx, g)
+	}
 	t.s.mu.Lock()
 	st := t.s.sql[g.Table]
 	t.s.mu.Unlock()
@@ -349,6 +404,32 @@ func (t *pgTx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		markDuplicates(g, returned)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// execMapped writes a mapped group one statement per row, in delivery
+// order (repeated keys and deletes apply in order), sent as one pipelined
+// batch: one round trip for the group, each statement prepared once per
+// connection.
+func (t *pgTx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	stmts := sqlmodel.MappedStmts(g)
+	var b pgx.Batch
+	for _, st := range stmts {
+		b.Queue(st.SQL, st.Args...)
+	}
+	br := t.tx.SendBatch(ctx, &b)
+	affected := make([]int64, len(stmts))
+	for i := range stmts {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, err)
+		}
+		affected[i] = tag.RowsAffected()
+	}
+	if err := br.Close(); err != nil {
+		return 0, err
+	}
+	return sqlmodel.ApplyAffected(g, affected), nil
 }
 
 // markDuplicates marks the rows of g whose keys the statement did not
@@ -566,7 +647,7 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	}
 	d := s.model.Dialect
 	for _, t := range s.model.Tables {
-		q := "select " + d.QuoteAll(s.model.AllColumns()) + " from " + d.Quote(t.Name) + " limit 0"
+		q := "select " + d.QuoteAll(s.model.TableColumns(t)) + " from " + d.Quote(t.Name) + " limit 0"
 		if _, err := c.Exec(ctx, q, pgx.QueryExecModeExec); err != nil {
 			discard(c)
 			return fmt.Errorf("postgres healthcheck %s: table %s: %w", s.target, t.Name, classify(s.model.Mode, err))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -503,6 +504,49 @@ func TestPassword(t *testing.T) {
 	_, err = New(t.Context(), c, sink.Deps{Env: unset})
 	if ce, ok := err.(*sink.ConfigError); !ok || ce.Problems[0].Path != "password_env" {
 		t.Errorf("New with unset password_env = %v, want a configuration error at password_env", err)
+	}
+}
+
+// TestNoPassword: a server that authenticates without a password is
+// reachable with no password source, over a Unix socket (trusted) and
+// over TCP with a client certificate (pg_hba "cert", verify-full).
+func TestNoPassword(t *testing.T) {
+	natstest.Service(t, dsnEnv)
+	cl := pgtest.Start(t, pgtest.Options{Socket: true, ClientCerts: true})
+	c := Default()
+	c.Database, c.User, c.AutoCreate = "postgres", "postgres", true
+	c.Table = uniqueTable(t)
+
+	sock := c
+	sock.Host, sock.Port = cl.SocketDir, cl.Port
+	if err := sock.Validate(); err != nil {
+		t.Fatalf("Validate with a socket directory and no password: %v", err)
+	}
+	s := openWith(t, sock, sink.Deps{})
+	if r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 1, "", `{}`)})[0]; r.Outcome != sink.Committed {
+		t.Errorf("write over the Unix socket = %+v", r)
+	}
+
+	cert := c
+	cert.Host, cert.Port, cert.SSLMode = "127.0.0.1", cl.Port, "verify-full"
+	cert.SSLRootCert, cert.SSLCert, cert.SSLKey = &cl.CA, &cl.ClientCert, &cl.ClientKey
+	s = openWith(t, cert, sink.Deps{})
+	if r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", "S", 2, "", `{}`)})[0]; r.Outcome != sink.Committed {
+		t.Errorf("write with a client certificate = %+v", r)
+	}
+
+	// Without the certificate the server refuses the connection: the
+	// cluster really demands it.
+	bare := cert
+	bare.SSLCert, bare.SSLKey = nil, nil
+	if _, err := New(t.Context(), bare, sink.Deps{}); sink.Failed(err).Outcome != sink.Destination {
+		t.Errorf("New without the client certificate = %v, want a destination failure", err)
+	}
+	conn := db(t, "postgres:///postgres?host="+cl.SocketDir+"&port="+strconv.Itoa(cl.Port)+"&user=postgres")
+	var n int
+	must(t, conn.QueryRow(t.Context(), "select count(*) from "+c.Table).Scan(&n))
+	if n != 2 {
+		t.Errorf("rows = %d, want 2", n)
 	}
 }
 

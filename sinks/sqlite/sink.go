@@ -47,6 +47,8 @@ type Sink struct {
 	// execution.
 	chunks map[*sqlmodel.Table]*sql.Stmt
 	chunk  int
+	// mapped holds the mapped layout's prepared statements by text.
+	mapped map[string]*sql.Stmt
 	// open is true while a transaction may be open on conn (a failed
 	// ROLLBACK leaves it so); the next Begin rolls it back first.
 	open bool
@@ -54,6 +56,7 @@ type Sink struct {
 	w        sqlmodel.Writer
 	commit   sink.Histogram
 	dups     sink.Counter
+	deletes  sink.Counter
 	stopOnce sync.Once
 }
 
@@ -79,6 +82,9 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if err := writable(abs); err != nil {
 		return nil, err
 	}
+	if err := createFile(abs); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn(abs, c))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, err)
@@ -89,7 +95,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows}
+	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows, mapped: map[string]*sql.Stmt{}}
 	if s.conn, err = db.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, classify(model.Mode, err))
@@ -102,6 +108,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	m := deps.Meter()
 	s.commit = sqlmodel.Histogram(m, "sqlite_commit_seconds", "Time spent in SQLite COMMIT.")
 	s.dups = sqlmodel.Counter(m, "sqlite_duplicates_total", "Rows SQLite found already present (insert_ignore, or upsert without update columns).")
+	s.deletes = sqlmodel.DeletesCounter(m, sqlmodel.SQLite)
 	s.w = sqlmodel.Writer{
 		Model:    model,
 		Begin:    s.begin,
@@ -109,6 +116,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		Observe: func(st sqlmodel.Stats) {
 			s.commit.Observe(st.Commit.Seconds())
 			s.dups.Add(st.Duplicates)
+			s.deletes.Add(st.Deletes)
 		},
 	}
 	return s, nil
@@ -157,6 +165,22 @@ func makeParent(abs string, create bool) error {
 	return nil
 }
 
+// createFile creates a missing database file, empty and with mode 0600
+// (SQLite would create it 0644 less the umask): rows hold message
+// payloads, which the file sink also keeps 0600. SQLite gives the -wal and
+// -shm files it creates next to it the database file's mode. An existing
+// file keeps its mode: the operator chose it.
+func createFile(abs string) error {
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create sqlite database %s: %w", abs, err)
+	}
+	return f.Close()
+}
+
 // writable reports a database file or directory the process cannot write
 // (read-only file system, permissions) as a Destination error. SQLite would
 // otherwise open such a file read-only without complaint, and BEGIN
@@ -189,15 +213,54 @@ func (s *Sink) setup(ctx context.Context) error {
 	if !strings.EqualFold(jm, s.cfg.JournalMode) || sync != wantSync {
 		return fmt.Errorf("sqlite %s: journal_mode %s, synchronous %d in effect (want %s, %d)", s.path, jm, sync, s.cfg.JournalMode, wantSync)
 	}
-	if !s.cfg.AutoCreate {
-		return nil
-	}
 	for _, t := range s.model.Tables {
+		if !s.cfg.AutoCreate {
+			break
+		}
 		if _, err := s.conn.ExecContext(ctx, s.model.DDL(t)); err != nil {
 			return fmt.Errorf("sqlite %s: create table %s: %w", s.path, t.Name, classify(s.model.Mode, err))
 		}
 	}
-	return nil
+	err := s.model.StartMapped(ctx, sqlmodel.Catalog{
+		Exec: func(ctx context.Context, q string) error {
+			_, err := s.conn.ExecContext(ctx, q)
+			return err
+		},
+		Columns: s.columns,
+		Exists:  func(err error) bool { return strings.Contains(err.Error(), "duplicate column name") },
+	}, false)
+	if err != nil && !errors.Is(err, sink.ErrConfig) {
+		return fmt.Errorf("sqlite %s: %w", s.path, classify(s.model.Mode, err))
+	}
+	return err
+}
+
+// columns reads a table's declared column types (pragma table_info); nil
+// when the table does not exist.
+func (s *Sink) columns(ctx context.Context, table string) (map[string]string, error) {
+	q := "pragma table_info(" + sqlmodel.SQLite.Quote(table) + ")"
+	if schema, name, ok := strings.Cut(table, "."); ok {
+		q = "pragma " + sqlmodel.SQLite.Quote(schema) + ".table_info(" + sqlmodel.SQLite.Quote(name) + ")"
+	}
+	rows, err := s.conn.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out map[string]string
+	for rows.Next() {
+		var cid, notNull, pk int
+		var name, typ string
+		var dflt any
+		if err := rows.Scan(&cid, &name, &typ, &notNull, &dflt, &pk); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[strings.ToLower(name)] = typ
+	}
+	return out, rows.Err()
 }
 
 // Type returns "sqlite".
@@ -259,6 +322,9 @@ type tx struct{ s *Sink }
 // columns, run the one-row statement, whose 0 rows changed tells which
 // rows were already present.
 func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	if g.Table.Mapped != nil {
+		return t.execMapped(ctx, g)
+	}
 	st, err := t.s.stmt(ctx, g.Table)
 	if err != nil {
 		return 0, err
@@ -327,6 +393,36 @@ func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 		affected += n
 	}
 	return affected, nil
+}
+
+// execMapped writes a mapped group one statement per row, in delivery
+// order (so repeated keys and deletes apply in order), through statements
+// prepared once per text.
+func (t tx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	rowCtx := context.WithoutCancel(ctx)
+	stmts := sqlmodel.MappedStmts(g)
+	affected := make([]int64, len(stmts))
+	for i, st := range stmts {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		ps, ok := t.s.mapped[st.SQL]
+		if !ok {
+			var err error
+			if ps, err = t.s.conn.PrepareContext(rowCtx, st.SQL); err != nil {
+				return 0, err
+			}
+			t.s.mapped[st.SQL] = ps
+		}
+		res, err := ps.ExecContext(rowCtx, st.Args...)
+		if err != nil {
+			return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, err)
+		}
+		if affected[i], err = res.RowsAffected(); err != nil {
+			return 0, err
+		}
+	}
+	return sqlmodel.ApplyAffected(g, affected), nil
 }
 
 // Commit commits without ctx: once the batch is written, an interrupted
@@ -549,6 +645,15 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 		return fmt.Errorf("sqlite healthcheck %s: %w", s.path, classify(s.model.Mode, err))
 	}
 	for _, tb := range s.model.Tables {
+		if tb.Mapped != nil {
+			var ps *sql.Stmt
+			if ps, err = s.conn.PrepareContext(ctx, tb.Mapped.Insert); err != nil {
+				err = fmt.Errorf("sqlite healthcheck %s: table %s: %w", s.path, tb.Name, classify(s.model.Mode, err))
+				break
+			}
+			ps.Close()
+			continue
+		}
 		if _, err = s.stmt(ctx, tb); err != nil {
 			err = fmt.Errorf("sqlite healthcheck %s: table %s: %w", s.path, tb.Name, classify(s.model.Mode, err))
 			break

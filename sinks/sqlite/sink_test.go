@@ -744,3 +744,33 @@ func seqRange(first uint64, n int, tag string) []*sink.Envelope {
 	}
 	return out
 }
+
+// TestFileModes: a database the sink creates is 0600, and so are the -wal
+// and -shm files next to it; a directory it creates is 0750. Rows hold
+// payloads, so group and others get nothing (whatever the umask allows).
+func TestFileModes(t *testing.T) {
+	c := config(t)
+	c.CreateDirectory = true
+	s := open(t, c)
+	if r := s.WriteBatch(t.Context(), []*sink.Envelope{env("a", 1, "", `{}`)})[0]; r.Outcome != sink.Committed {
+		t.Fatalf("write = %+v", r)
+	}
+	for _, f := range []struct {
+		path string
+		want os.FileMode
+	}{
+		{filepath.Dir(c.Path), os.ModeDir | 0o750},
+		{c.Path, 0o600},
+		{c.Path + "-wal", 0o600},
+		{c.Path + "-shm", 0o600},
+	} {
+		st, err := os.Stat(f.path)
+		if err != nil {
+			t.Errorf("stat: %v", err)
+			continue
+		}
+		if st.Mode() != f.want {
+			t.Errorf("mode of %s = %v, want %v", filepath.Base(f.path), st.Mode(), f.want)
+		}
+	}
+}

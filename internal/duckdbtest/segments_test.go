@@ -1,0 +1,126 @@
+package duckdbtest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/segments"
+)
+
+func envelope(seq uint64) *sink.Envelope {
+	return &sink.Envelope{
+		Subject: fmt.Sprintf("orders.%d", seq%3), Stream: "ORDERS", StreamSequence: seq, Consumer: "lake",
+		Data:       fmt.Appendf(nil, `{"n":%d,"note":"café \n line"}`, seq),
+		Payload:    sink.PayloadPresence{Present: true, OriginalSize: 30},
+		Pending:    -1,
+		ReceivedAt: time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC).Add(time.Duration(seq) * time.Second),
+		Labels:     []string{"a", "b"},
+	}
+}
+
+// TestDuckDBReadsSegments writes 5,000 records (with 500 redelivered into
+// later segments) in plain, gzip and zstd JSON Lines, and checks that
+// DuckDB's DISTINCT ON query returns each record exactly once with the
+// values the sink was given.
+func TestDuckDBReadsSegments(t *testing.T) {
+	const n = 5000
+	for _, comp := range []string{"none", "gzip", "zstd"} {
+		t.Run(comp, func(t *testing.T) {
+			ctx := context.Background()
+			c := segments.Default()
+			c.Directory = filepath.Join(t.TempDir(), "lake")
+			c.Partition = "src={stream}/dt={yyyy}-{mm}-{dd}/hour={hh}"
+			c.Compression = &comp
+			maxRecords := 700
+			c.MaxRecords = &maxRecords
+			s, err := segments.New(ctx, c, sink.Deps{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			write := func(from, to uint64) {
+				var batch []*sink.Envelope
+				for seq := from; seq <= to; seq++ {
+					batch = append(batch, envelope(seq))
+				}
+				for i, r := range s.WriteBatch(ctx, batch) {
+					if r.Outcome != sink.Committed {
+						t.Fatalf("result %d: %v %v", i, r.Outcome, r.Err)
+					}
+				}
+			}
+			for first := uint64(1); first <= n; first += 250 {
+				write(first, first+249)
+			}
+			write(1001, 1500) // a redelivery: duplicates in later segments
+			if err := s.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			db, err := sql.Open("duckdb", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			glob := filepath.Join(c.Directory, "**", "*.jsonl*")
+			var records int
+			if err := db.QueryRow(fmt.Sprintf(`SELECT count(*) FROM read_json('%s', format = 'newline_delimited', union_by_name = true, maximum_depth = 1)`, glob)).Scan(&records); err != nil {
+				t.Fatal(err)
+			}
+			if records != n+500 {
+				t.Errorf("DuckDB counts %d records, want %d", records, n+500)
+			}
+			rows, err := db.Query(fmt.Sprintf(`
+				SELECT stream_sequence::UBIGINT AS seq, stream, subject, to_json(payload)::VARCHAR, json_extract_string(labels::JSON, '$'), src, dt::VARCHAR, hour::VARCHAR
+				FROM (SELECT DISTINCT ON (stream, stream_sequence) *
+				      FROM read_json('%s', format = 'newline_delimited', union_by_name = true,
+				                     maximum_depth = 1, hive_partitioning = true))
+				ORDER BY stream, seq`, glob))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var next uint64 = 1
+			for rows.Next() {
+				var seq uint64
+				var stream, subject, payload, labels, src, dt, hour string
+				if err := rows.Scan(&seq, &stream, &subject, &payload, &labels, &src, &dt, &hour); err != nil {
+					t.Fatal(err)
+				}
+				want := envelope(seq)
+				var p struct {
+					N    uint64 `json:"n"`
+					Note string `json:"note"`
+				}
+				if err := json.Unmarshal([]byte(payload), &p); err != nil {
+					t.Fatalf("seq %d payload %q: %v", seq, payload, err)
+				}
+				at := want.ReceivedAt
+				switch {
+				case seq != next:
+					t.Fatalf("DuckDB row sequence %d, want %d", seq, next)
+				case stream != "ORDERS" || subject != want.Subject || p.N != seq || p.Note != "café \n line":
+					t.Fatalf("seq %d: stream %q subject %q payload %q", seq, stream, subject, payload)
+				case labels != "a;b":
+					t.Fatalf("seq %d: labels %q, want a;b", seq, labels)
+				case src != "ORDERS" || dt != at.Format("2006-01-02") || hour != at.Format("15"):
+					t.Fatalf("seq %d: partition columns src=%s dt=%s hour=%s", seq, src, dt, hour)
+				}
+				next++
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if next-1 != n {
+				t.Errorf("DuckDB DISTINCT ON returned %d rows, want %d", next-1, n)
+			}
+		})
+	}
+}
