@@ -32,7 +32,7 @@ import (
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-// benchOptions are the bench command's flags (cli.md §10).
+// benchOptions are the bench command's flags (docs/performance.md).
 type benchOptions struct {
 	server       string
 	configPath   string

@@ -15,7 +15,7 @@ import (
 	"syscall"
 )
 
-// Exit codes (cli.md §1).
+// Exit codes (README.md).
 const (
 	ExitOK      = 0 // success
 	ExitRuntime = 1 // runtime failure: retrying later may succeed

@@ -17,7 +17,7 @@ type keyFlags []string
 func (k *keyFlags) String() string     { return strings.Join(*k, ",") }
 func (k *keyFlags) Set(v string) error { *k = append(*k, v); return nil }
 
-// runDecrypt decrypts one encryption envelope (cli.md §8). Key material is
+// runDecrypt decrypts one encryption envelope (docs/security.md#payload-encryption-keys). Key material is
 // read from environment variables and never printed.
 func runDecrypt(env *Env, args []string) int {
 	fs := newFlags(env, "decrypt", "[INPUT] [--key-env NAME] [--key KEY_ID=ENV]... [--output FILE]")

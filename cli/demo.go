@@ -25,7 +25,7 @@ import (
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-// demoSample is one published message of the tour (cli.md §9) and what each
+// demoSample is one published message of the tour (README.md) and what each
 // pipeline is expected to do with it.
 type demoSample struct {
 	kind, subject string

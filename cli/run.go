@@ -53,7 +53,7 @@ func runRun(env *Env, args []string) int {
 	}
 
 	// First SIGINT/SIGTERM: graceful drain. Second: exit 1 at once, nothing
-	// further acknowledged (runtime §14).
+	// further acknowledged (docs/delivery.md#shutdown).
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan int, 1)
@@ -75,8 +75,8 @@ func runRun(env *Env, args []string) int {
 	}
 }
 
-// runProcess is `run` after loading: start-up (runtime §2), the runner, and
-// the shutdown sequence (§14). It returns the exit code.
+// runProcess is `run` after loading: start-up (docs/delivery.md#start-up), the runner, and
+// the shutdown sequence (README.md). It returns the exit code.
 func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownRequested *atomic.Bool) int {
 	log := telemetry.NewLogger(env.Stderr, cfg.Logging.Format, cfg.Logging.Level)
 	d := cfg.Delivery
@@ -158,7 +158,7 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 	runErr := p.Run(ctx)
 	svc.stopping() // a fail-fast stop or a closed connection ends the run without a signal
 
-	// Shutdown (runtime §14): the runner has drained within
+	// Shutdown (docs/delivery.md#shutdown): the runner has drained within
 	// shutdown_timeout_ms; the sink, the connection and the trace exporter
 	// share a 5 s margin, at least 1 s each.
 	stopSnap()
@@ -175,7 +175,7 @@ func runProcess(ctx context.Context, env *Env, cfg *config.Config, shutdownReque
 }
 
 // exitCode prints a start-up or runtime failure and returns its exit code:
-// 2 when the configuration must change (runtime §2, §17), else 1.
+// 2 when the configuration must change (docs/delivery.md#start-up, README.md), else 1.
 func exitCode(env *Env, err error) int {
 	if errors.Is(err, sink.ErrConfig) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)

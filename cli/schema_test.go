@@ -13,7 +13,7 @@ import (
 const committedSchema = "../schema/nats-sink.schema.json"
 
 // TestCommittedSchema fails when schema/nats-sink.schema.json is stale: the
-// schema is generated from the configuration types (config.md §1.6).
+// schema is generated from the configuration types (docs/configuration.md).
 // Regenerate with NATS_SINK_UPDATE=1 go test ./cli -run TestCommittedSchema.
 func TestCommittedSchema(t *testing.T) {
 	got, err := config.Schema(builtin.Prototypes())

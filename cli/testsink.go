@@ -150,7 +150,7 @@ func checkAndStop(ctx context.Context, s sink.Sink) error {
 
 // sinkOpenFailure prints an Open error: configuration problems (missing env
 // var, invalid root directory, key the build cannot honour) are exit 2,
-// everything else exit 1 with the given prefix (runtime §2 step 5, Q19).
+// everything else exit 1 with the given prefix (docs/delivery.md#start-up step 5, Q19).
 func sinkOpenFailure(env *Env, err error, prefix string) int {
 	if errors.Is(err, sink.ErrConfig) {
 		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", err)

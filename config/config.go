@@ -1,5 +1,5 @@
 // Package config loads the nats-sink configuration file (spec config.md):
-// strict parsing, environment overrides, the §1.3 compat coercions, every
+// strict parsing, environment overrides, the docs/configuration.md#compatible-coercions compat coercions, every
 // problem reported at once in schema order, and the sink section handed to
 // the sink type's Decoder. The sections are plain structs decoded onto the
 // defaults by internal/fields, which also generates the JSON Schema from
@@ -21,14 +21,14 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// MaxFileSize is the configuration file size limit (config.md §1.1).
+// MaxFileSize is the configuration file size limit (docs/configuration.md#how-a-file-is-loaded).
 const MaxFileSize = 1 << 20
 
 // Problem is one configuration problem: a JSON path and a message.
 type Problem = sink.Problem
 
 // Error is a configuration error (exit 2). Its text is what the CLI prints
-// after "Configuration error: " (config.md §1.5).
+// after "Configuration error: " (docs/configuration.md#how-a-file-is-loaded).
 type Error struct {
 	// File is the configuration file as named on the command line.
 	File string
@@ -136,7 +136,7 @@ func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, erro
 	return &cfg, nil
 }
 
-// override is one row of the environment override table (config.md §1.4).
+// override is one row of the environment override table (docs/configuration.md#environment-overrides).
 type override struct {
 	name string
 	path []string
@@ -184,7 +184,7 @@ func overrides() []override {
 }
 
 // OverrideVariables returns the names of every environment variable that
-// overrides a configuration key, in table order (config.md §1.4).
+// overrides a configuration key, in table order (docs/configuration.md#environment-overrides).
 func OverrideVariables() []string {
 	var names []string
 	for _, o := range overrides() {
@@ -195,7 +195,7 @@ func OverrideVariables() []string {
 
 // applyOverrides sets every override variable that is set (even to "") at
 // its path, creating missing intermediate objects. Values stay strings; the
-// §1.3 coercions turn them into the declared types.
+// docs/configuration.md#compatible-coercions coercions turn them into the declared types.
 func applyOverrides(root map[string]any, env Env, p *fields.Problems) {
 	for _, o := range overrides() {
 		v, ok := env.Lookup(o.name)
@@ -229,7 +229,7 @@ func applyOverrides(root map[string]any, env Env, p *fields.Problems) {
 }
 
 // unsupportedOrder names the upstream sections nats-sink does not
-// provide, in config.md §2 order, with the feature named in messages.
+// provide, in docs/configuration.md#key-reference order, with the feature named in messages.
 var unsupportedOrder = []struct{ key, feature string }{
 	{"push_consumer", "push consumer delivery"},
 	{"advisories", "the JetStream advisories monitor"},
@@ -241,7 +241,7 @@ var unsupportedOrder = []struct{ key, feature string }{
 }
 
 // unsupportedSections checks and removes the unsupported upstream sections
-// (config.md §9) and returns the warnings for those accepted.
+// (docs/configuration.md#upstream-sections-that-nats-sink-does-not-provide) and returns the warnings for those accepted.
 func unsupportedSections(root map[string]any, p *fields.Problems) []string {
 	var warnings []string
 	ignored := func(key string) {

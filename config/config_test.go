@@ -140,7 +140,7 @@ func TestProblems(t *testing.T) {
 			{Path: "nats.url", Message: "expected string (got null)"},
 		}},
 
-		// nats (§3)
+		// nats (docs/configuration.md#nats)
 		{"url scheme", doc(`, "url": "http://x:4222"`, ""), []Problem{{Path: "nats.url", Message: "scheme must be one of nats, tls, ws, wss"}}},
 		{"url host", doc(`, "url": "nats://"`, ""), []Problem{{Path: "nats.url", Message: "must include a host"}}},
 		{"url credentials", doc(`, "url": "nats://u:secretpw@host:4222"`, ""), []Problem{{Path: "nats.url", Message: "must not include credentials; use nats.user, nats.password_env, nats.token_env, nats.creds_file or nats.nkey_seed_file"}}},
@@ -182,7 +182,7 @@ func TestProblems(t *testing.T) {
 		}},
 		{"websocket env header for credentials ok", doc(`, "url": "ws://h:80", "websocket_headers_env": {"Authorization": "WS_AUTH"}`, ""), nil},
 
-		// consumer_management (§4)
+		// consumer_management (docs/configuration.md#consumer_management)
 		{"filter subjects", doc("", `"consumer_management": {"filter_subjects": ["orders.a", "orders.a", "other.>", "bad..x"]}`), []Problem{
 			{Path: "consumer_management.filter_subjects[1]", Message: `duplicate filter subject "orders.a"`},
 			{Path: "consumer_management.filter_subjects[2]", Message: `"other.>" is not contained by nats.subject "orders.>"`},
@@ -209,7 +209,7 @@ func TestProblems(t *testing.T) {
 			{Path: "consumer_management.metadata.db_password", Message: `key must not name secret material (contains "password"); consumer metadata is readable by anyone who can read the consumer`},
 		}},
 
-		// delivery (§5)
+		// delivery (docs/configuration.md#delivery)
 		{"prefer_safe_duplication false (Q2)", doc("", `"delivery": {"prefer_safe_duplication": false}`), []Problem{
 			{Path: "delivery.prefer_safe_duplication", Message: "false is not supported; the runtime always prefers redelivery over loss"}}},
 		{"ack_policy", doc("", `"delivery": {"ack_policy": "before_commit"}`), []Problem{
@@ -253,7 +253,7 @@ func TestProblems(t *testing.T) {
 			{Path: "delivery.ack_confirmation.unsupported_action", Message: `must be one of fail, standard_ack (got "ignore")`},
 		}},
 
-		// dead_letter (§6, Q12)
+		// dead_letter (docs/configuration.md#dead_letter, Q12)
 		{"dlq subject required", doc("", `"dead_letter": {"enabled": true}`), []Problem{{Path: "dead_letter.subject", Message: "required when dead_letter.enabled is true"}}},
 		{"dlq literal", doc("", `"dead_letter": {"enabled": true, "subject": "dlq.*"}`), []Problem{{Path: "dead_letter.subject", Message: "must be a literal subject (no wildcards)"}}},
 		{"dlq loop", doc("", `"dead_letter": {"enabled": true, "subject": "orders.dead"}`), []Problem{{Path: "dead_letter.subject", Message: "would be consumed by this sink's own consumer"}}},
@@ -263,7 +263,7 @@ func TestProblems(t *testing.T) {
 		{"dlq ok", doc("", `"dead_letter": {"enabled": true, "subject": "dlq.orders", "publish_timeout_ms": 99}`), []Problem{
 			{Path: "dead_letter.publish_timeout_ms", Message: "must be between 100 and 60000 (got 99)"}}},
 
-		// logging, metrics (§7.1, §7.2)
+		// logging, metrics (docs/configuration.md#logging, docs/configuration.md#metrics)
 		{"payload logging (Q3)", doc("", `"logging": {"payload_logging": true, "level": "verbose", "format": "xml"}`), []Problem{
 			{Path: "logging.level", Message: `must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL (got "verbose")`},
 			{Path: "logging.payload_logging", Message: "payload logging is not supported; payloads are never logged"},
@@ -278,7 +278,7 @@ func TestProblems(t *testing.T) {
 		{"metrics port", doc("", `"metrics": {"listen": "[::1]:70000"}`), []Problem{{Path: "metrics.listen", Message: `port must be between 1 and 65535 (got "70000")`}}},
 		{"metrics listen forms", doc("", `"metrics": {"listen": ":9464", "event_stale_after_seconds": null}`), nil},
 
-		// message_metadata (§7.3)
+		// message_metadata (docs/configuration.md#message_metadata)
 		{"metadata rules", doc("", `"message_metadata": {"priority": {"header": " "}, "labels": {"default": ["a;b"]},
 			"rules": [{"subject": "a.>"}, {"subject": "b..c", "priority": null}, {"priority": "x"}]}`), []Problem{
 			{Path: "message_metadata.priority.header", Message: "must not be empty"},
@@ -288,7 +288,7 @@ func TestProblems(t *testing.T) {
 			{Path: "message_metadata.rules[2].subject", Message: "required"},
 		}},
 
-		// encryption (§7.4)
+		// encryption (docs/configuration.md#encryption)
 		{"encryption key material", doc("", `"encryption": {"key_b64": "`+short+`"}`), []Problem{{Path: "encryption.key_b64", Message: "must decode to exactly 32 bytes for AES-256"}}},
 		{"encryption key base64", doc("", `"encryption": {"key_b64": "AAEC AwQ"}`), []Problem{{Path: "encryption.key_b64", Message: "must be standard base64 with padding"}}},
 		{"encryption key sources", doc("", `"encryption": {"key_b64": "`+key+`", "key_b64_env": "K"}`), []Problem{{Path: "encryption.key_b64", Message: "set only one of key_b64, key_b64_env, key_b64_file"}}},
@@ -308,7 +308,7 @@ func TestProblems(t *testing.T) {
 		}},
 		{"encryption rules inherit top-level key", doc("", `"encryption": {"key_b64_env": "K", "rules": [{"subject": "a.>"}]}`), nil},
 
-		// tracing (§8)
+		// tracing (docs/configuration.md#tracing)
 		{"tracing", doc("", `"tracing": {"exporter": "stdout", "endpoint": "ftp://x", "sample_ratio": 1.5, "service_name": " ", "headers_env": {"X-Key": "bad-name"}}`), []Problem{
 			{Path: "tracing.endpoint", Message: "must be an http:// or https:// URL"},
 			{Path: "tracing.endpoint", Message: `must not be set with exporter "stdout"`},
@@ -323,7 +323,7 @@ func TestProblems(t *testing.T) {
 		{"tracing http path ok", doc("", `"tracing": {"endpoint": "https://collector:4318/custom/traces"}`), nil},
 		{"tracing ok", doc("", `"tracing": {"enabled": true, "exporter": "otlp-grpc", "endpoint": "http://collector:4317", "headers_env": {"Authorization": "OTLP_AUTH"}}`), nil},
 
-		// §9 unsupported sections and sink types
+		// docs/configuration.md#upstream-sections-that-nats-sink-does-not-provide unsupported sections and sink types
 		{"unsupported enabled", doc("", `"size_policy": {"enabled": "yes"}, "plugins": []`), []Problem{
 			{Path: "size_policy.enabled", Message: "size policy is not supported by nats-sink; remove the section or disable it"},
 			{Path: "plugins", Message: "expected object (got array)"},

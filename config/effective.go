@@ -12,8 +12,8 @@ import (
 )
 
 // Effective renders the configuration for show-effective-config
-// (cli.md §3): defaults filled, overrides applied, unsupported sections
-// omitted, redacted per config.md §10, as canonical utf8 pretty JSON plus a
+// (docs/configuration.md): defaults filled, overrides applied, unsupported sections
+// omitted, redacted per docs/security.md#secret-hygiene, as canonical utf8 pretty JSON plus a
 // newline. It never reads secret environment variables or files.
 //
 // The sink section is the Opener rendered through its struct tags when it
@@ -175,12 +175,12 @@ func deepCopy(v any) any {
 	return v
 }
 
-// secretWords mark keys whose values are masked (config.md §10).
+// secretWords mark keys whose values are masked (docs/security.md#secret-hygiene).
 var secretWords = []string{"password", "token", "secret", "private_key", "credentials", "creds", "cert_file", "key_file", "nkey_seed", "key_b64", "key_material"}
 
 // isSecretKey reports whether a key's value is masked: its lower-cased
 // name contains a secret word and it does not end in "_env" (those hold
-// variable names, which are shown: quirk fix Q16).
+// variable names, which are shown: docs/migrating.md Q16).
 func isSecretKey(key string) bool {
 	lower := strings.ToLower(key)
 	if strings.HasSuffix(lower, "_env") {
@@ -284,7 +284,7 @@ func maskURLs(v any) any {
 
 // unsupportedSchema describes the unsupported upstream sections for the
 // schema: they load only when disabled and are then ignored.
-const unsupportedDoc = "Upstream section that nats-sink does not support (config.md §9): accepted only when enabled is absent or false, then ignored with a warning."
+const unsupportedDoc = "Upstream section that nats-sink does not support (docs/configuration.md#upstream-sections-that-nats-sink-does-not-provide): accepted only when enabled is absent or false, then ignored with a warning."
 
 // Schema returns the JSON Schema (draft 2020-12) of the whole configuration
 // file, 2-space indented with a trailing newline. sinks maps each sink type
@@ -342,7 +342,7 @@ func Schema(sinks map[string]any) ([]byte, error) {
 
 	root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	root["title"] = "nats-sink configuration"
-	root["description"] = "Generated from the Go types that drive validation. The loader is authoritative: it also accepts the compat coercions described on each key (config.md §1.3), applies NATS_SINKS_* environment overrides (§1.4) and checks the cross-field rules named in descriptions."
+	root["description"] = "Generated from the Go types that drive validation. The loader is authoritative: it also accepts the compat coercions described on each key (docs/configuration.md#compatible-coercions), applies NATS_SINKS_* environment overrides (docs/configuration.md#environment-overrides) and checks the cross-field rules named in descriptions."
 	return append(jsonx.MarshalPretty(root, jsonx.UTF8), '\n'), nil
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// testFileSink is a TEST STAND-IN for the file sink's Config (sinks.md §1);
+// testFileSink is a TEST STAND-IN for the file sink's Config (docs/file-sink.md);
 // the real one lives in package sinks/file. It lets this package load
 // file-sink configurations without importing a sink.
 type testFileSink struct {

@@ -10,15 +10,15 @@ import (
 // Units are the file's units (seconds, milliseconds); callers convert.
 // Nullable keys are pointers: nil is the spec's null.
 type Config struct {
-	NATS               NATS               `json:"nats" required:"true" doc:"NATS connection and the JetStream stream/consumer to read (config.md §3)."`
-	ConsumerManagement ConsumerManagement `json:"consumer_management" doc:"How the durable consumer is created or verified (config.md §4)."`
-	Delivery           Delivery           `json:"delivery" doc:"Batching, retries, acknowledgement (config.md §5)."`
-	DeadLetter         DeadLetter         `json:"dead_letter" doc:"Dead-letter publishing (config.md §6)."`
-	Logging            Logging            `json:"logging" doc:"Logging (config.md §7.1)."`
-	Metrics            Metrics            `json:"metrics" doc:"Metrics (config.md §7.2)."`
-	MessageMetadata    MessageMetadata    `json:"message_metadata" doc:"Priority, classification and labels (config.md §7.3)."`
-	Encryption         Encryption         `json:"encryption" doc:"Payload encryption (config.md §7.4)."`
-	Tracing            Tracing            `json:"tracing" doc:"OpenTelemetry tracing (config.md §8)."`
+	NATS               NATS               `json:"nats" required:"true" doc:"NATS connection and the JetStream stream/consumer to read (docs/configuration.md#nats)."`
+	ConsumerManagement ConsumerManagement `json:"consumer_management" doc:"How the durable consumer is created or verified (docs/configuration.md#consumer_management)."`
+	Delivery           Delivery           `json:"delivery" doc:"Batching, retries, acknowledgement (docs/configuration.md#delivery)."`
+	DeadLetter         DeadLetter         `json:"dead_letter" doc:"Dead-letter publishing (docs/configuration.md#dead_letter)."`
+	Logging            Logging            `json:"logging" doc:"Logging (docs/configuration.md#logging)."`
+	Metrics            Metrics            `json:"metrics" doc:"Metrics (docs/configuration.md#metrics)."`
+	MessageMetadata    MessageMetadata    `json:"message_metadata" doc:"Priority, classification and labels (docs/configuration.md#message_metadata)."`
+	Encryption         Encryption         `json:"encryption" doc:"Payload encryption (docs/configuration.md#encryption)."`
+	Tracing            Tracing            `json:"tracing" doc:"OpenTelemetry tracing (docs/configuration.md#tracing)."`
 	// MessageAuthenticity verifies producer signatures; Custody attaches
 	// custody hashes to stored records (docs/integrity.md).
 	MessageAuthenticity MessageAuthenticity `json:"message_authenticity" doc:"Producer signature verification (docs/integrity.md)."`
@@ -33,7 +33,7 @@ type Config struct {
 	// Routing is the route policy of a fanout sink.
 	Routing Routing `json:"routing" fields:"external"`
 
-	// Warnings lists load warnings as "<path>: <text>" (config.md §7.2, §9);
+	// Warnings lists load warnings as "<path>: <text>" (docs/configuration.md#metrics, docs/configuration.md#upstream-sections-that-nats-sink-does-not-provide);
 	// the CLI prints each as "Warning: <path>: <text>".
 	Warnings []string `json:"-"`
 
@@ -50,7 +50,7 @@ type SinkConfig struct {
 	Opener sink.Opener
 }
 
-// NATS is the nats section (config.md §3): the connection settings shared
+// NATS is the nats section (docs/configuration.md#nats): the connection settings shared
 // with the NATS republish sink, and the stream, consumer and subject to
 // read. The embedded keys decode inline; the after tags keep the order of
 // the section's table (url, urls, stream, consumer, subject, durable, name,
@@ -63,9 +63,9 @@ type NATS struct {
 	Durable  bool   `json:"durable" after:"subject" doc:"false: ephemeral consumer, consumer management skipped."`
 }
 
-// ConsumerManagement is the consumer_management section (config.md §4).
+// ConsumerManagement is the consumer_management section (docs/configuration.md#consumer_management).
 type ConsumerManagement struct {
-	Mode           string            `json:"mode" enum:"bind_only,create_if_missing,reconcile" doc:"runtime.md §10."`
+	Mode           string            `json:"mode" enum:"bind_only,create_if_missing,reconcile" doc:"docs/delivery.md#consumer-management."`
 	FilterSubjects []string          `json:"filter_subjects" null:"empty" maxitems:"64" doc:"Each a valid pattern contained in nats.subject, no duplicates; empty = [nats.subject]."`
 	DeliverPolicy  string            `json:"deliver_policy" enum:"all,last,new,last_per_subject"`
 	ReplayPolicy   string            `json:"replay_policy" enum:"instant,original"`
@@ -80,14 +80,14 @@ type ConsumerManagement struct {
 	Metadata       map[string]string `json:"metadata" null:"empty" maxitems:"32" maxlen:"512" nopad:"true" nocontrol:"true" doc:"Keys match ^[A-Za-z][A-Za-z0-9_.:/-]{0,127}$ and must not look secret-bearing."`
 }
 
-// Delivery is the delivery section (config.md §5).
+// Delivery is the delivery section (docs/configuration.md#delivery).
 type Delivery struct {
 	BatchSize                 int             `json:"batch_size" min:"1" max:"10000" doc:"Upper bound of one fetch."`
 	BatchTimeoutMS            int             `json:"batch_timeout_ms" min:"1" doc:"Fetch expiry."`
 	MaxBatchBytes             int             `json:"max_batch_bytes" min:"1048576" max:"60000000" doc:"Bytes one fetch may return (JetStream pull max_bytes); at start it must be at least the server's max_payload."`
-	MaxInFlightBatches        int             `json:"max_in_flight_batches" min:"1" max:"64" doc:"Concurrent batches (runtime.md §9)."`
+	MaxInFlightBatches        int             `json:"max_in_flight_batches" min:"1" max:"64" doc:"Concurrent batches (docs/delivery.md#ordering)."`
 	AckPolicy                 string          `json:"ack_policy" enum:"after_sink_commit"`
-	MaxRetries                int             `json:"max_retries" min:"0" max:"1000000" doc:"Active NAK budget (runtime.md §5)."`
+	MaxRetries                int             `json:"max_retries" min:"0" max:"1000000" doc:"Active NAK budget (docs/delivery.md#retries-and-back-off)."`
 	RetryBackoffMS            int             `json:"retry_backoff_ms" min:"0" max:"3600000"`
 	RetryBackoffMaxMS         int             `json:"retry_backoff_max_ms" min:"0" max:"3600000" doc:"Must be at least retry_backoff_ms."`
 	RetryBackoffMode          string          `json:"retry_backoff_mode" enum:"fixed,linear,exponential"`
@@ -100,10 +100,10 @@ type Delivery struct {
 	AckConfirmation           AckConfirmation `json:"ack_confirmation"`
 	PermanentFailureIsolation string          `json:"permanent_failure_isolation" enum:"message,batch"`
 	FailFast                  bool            `json:"fail_fast" doc:"Stop with exit 1 on ACK, TERM, DLQ-publish or destination failures."`
-	ShutdownTimeoutMS         int             `json:"shutdown_timeout_ms" min:"0" max:"600000" doc:"Drain bound for in-flight batches (runtime.md §14)."`
+	ShutdownTimeoutMS         int             `json:"shutdown_timeout_ms" min:"0" max:"600000" doc:"Drain bound for in-flight batches (docs/delivery.md#shutdown)."`
 }
 
-// PriorityLanes is delivery.priority_lanes (config.md §5.1).
+// PriorityLanes is delivery.priority_lanes (docs/configuration.md#delivery).
 type PriorityLanes struct {
 	Enabled                bool   `json:"enabled"`
 	DefaultLane            string `json:"default_lane" trim:"true" lower:"true" pattern:"^[a-z][a-z0-9_-]{0,63}$" doc:"Must name a lane."`
@@ -122,7 +122,7 @@ type Lane struct {
 // SetDefaults sets a lane's defaults before its object is decoded.
 func (l *Lane) SetDefaults() { *l = Lane{Priorities: []string{}, Weight: 1} }
 
-// InProgress is delivery.in_progress (config.md §5.2).
+// InProgress is delivery.in_progress (docs/configuration.md#delivery).
 type InProgress struct {
 	Enabled           bool `json:"enabled" doc:"Requires nats.durable, no backoff_seconds, ack_wait_seconds unless bind_only; interval_ms < 80% of AckWait."`
 	IntervalMS        int  `json:"interval_ms" min:"1" max:"3600000"`
@@ -130,14 +130,14 @@ type InProgress struct {
 	ShutdownTimeoutMS int  `json:"shutdown_timeout_ms" min:"0" max:"60000"`
 }
 
-// AckConfirmation is delivery.ack_confirmation (config.md §5.3).
+// AckConfirmation is delivery.ack_confirmation (docs/configuration.md#delivery).
 type AckConfirmation struct {
 	Enabled           bool   `json:"enabled" doc:"ACKs wait for the server's confirmation."`
 	TimeoutMS         int    `json:"timeout_ms" min:"1" max:"60000"`
 	UnsupportedAction string `json:"unsupported_action" enum:"fail,standard_ack"`
 }
 
-// DeadLetter is the dead_letter section (config.md §6).
+// DeadLetter is the dead_letter section (docs/configuration.md#dead_letter).
 type DeadLetter struct {
 	Enabled             bool    `json:"enabled"`
 	Subject             *string `json:"subject" doc:"Required when enabled; a literal subject not consumed by nats.subject or filter_subjects."`
@@ -149,14 +149,14 @@ type DeadLetter struct {
 	OnMaxDeliver        bool    `json:"on_max_deliver" doc:"Dead-letter a temporary failure on the last allowed delivery."`
 }
 
-// Logging is the logging section (config.md §7.1).
+// Logging is the logging section (docs/configuration.md#logging).
 type Logging struct {
 	Level          string `json:"level" trim:"true" upper:"true" enum:"DEBUG,INFO,WARNING,ERROR,CRITICAL"`
 	PayloadLogging bool   `json:"payload_logging" doc:"true is rejected: payloads are never logged."`
 	Format         string `json:"format" enum:"json,text"`
 }
 
-// Metrics is the metrics section (config.md §7.2).
+// Metrics is the metrics section (docs/configuration.md#metrics).
 type Metrics struct {
 	Enabled                         bool     `json:"enabled"`
 	Namespace                       string   `json:"namespace" trim:"true" pattern:"^[A-Za-z_:][A-Za-z0-9_:]*$"`
@@ -167,7 +167,7 @@ type Metrics struct {
 	Listen                          *string  `json:"listen" doc:"host:port of the HTTP endpoint ([v6]:port allowed, empty host = all interfaces)."`
 }
 
-// MessageMetadata is the message_metadata section (config.md §7.3).
+// MessageMetadata is the message_metadata section (docs/configuration.md#message_metadata).
 type MessageMetadata struct {
 	Priority       HeaderDefault  `json:"priority"`
 	Classification HeaderDefault  `json:"classification"`
@@ -184,11 +184,11 @@ type HeaderDefault struct {
 // LabelsConfig is message_metadata.labels.
 type LabelsConfig struct {
 	Header  string   `json:"header" trim:"true" nonblank:"true" nocontrol:"true"`
-	Default []string `json:"default" null:"empty" orstring:";" doc:"Normalised per data-shapes.md §2.4; array items must not contain ';'."`
+	Default []string `json:"default" null:"empty" orstring:";" doc:"Normalised per docs/configuration.md#priority-classification-and-labels; array items must not contain ';'."`
 }
 
 // MetadataRule is one item of message_metadata.rules. The Has fields record
-// whether the key was present (an explicit null counts, runtime.md §12).
+// whether the key was present (an explicit null counts, docs/formats.md#metadata-document).
 type MetadataRule struct {
 	Subject           string   `json:"subject" required:"true" nonblank:"true"`
 	Priority          *string  `json:"priority" trim:"true" blanknull:"true" nocontrol:"true"`
@@ -199,7 +199,7 @@ type MetadataRule struct {
 	HasLabels         bool     `json:"-" presence:"labels"`
 }
 
-// Encryption is the encryption section (config.md §7.4).
+// Encryption is the encryption section (docs/configuration.md#encryption).
 type Encryption struct {
 	Enabled        bool          `json:"enabled" doc:"Encrypt subjects that match no rule."`
 	Algorithm      string        `json:"algorithm" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
@@ -244,7 +244,7 @@ func (e *Encryption) HasKey() bool {
 	return e.KeyB64 != nil || e.KeyB64Env != nil || e.KeyB64File != nil
 }
 
-// Tracing is the tracing section (config.md §8).
+// Tracing is the tracing section (docs/configuration.md#tracing).
 type Tracing struct {
 	Enabled     bool              `json:"enabled"`
 	Exporter    string            `json:"exporter" enum:"otlp-http,otlp-grpc,stdout"`

@@ -263,7 +263,7 @@ func (mm *MessageMetadata) validate(p *fields.Problems) {
 	}
 }
 
-// normaliseLabels applies data-shapes §2.4: items trimmed, empty ones
+// normaliseLabels applies docs/configuration.md#priority-classification-and-labels: items trimmed, empty ones
 // dropped, duplicates dropped keeping the first. A string value was already
 // split on ';' by the decoder, so an item still holding ';' came from an
 // array, where it is not allowed.

@@ -26,7 +26,7 @@ import (
 )
 
 // The tests in this file measure sink throughput through the real binary's
-// `bench` command (cli.md §10) against destinations started in the test
+// `bench` command (docs/performance.md) against destinations started in the test
 // process: kfake for Kafka, gofakes3 for S3, an httptest endpoint that takes
 // 5 ms per request for HTTP, and the file sink on disk and tmpfs. Every
 // number is a ratio to the consume+ACK ceiling that the same bench run

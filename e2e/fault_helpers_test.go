@@ -109,7 +109,7 @@ type member struct {
 
 // startMember writes d with a fresh metrics address, starts the process and
 // waits until /readyz reports the consumer bound: the fetch loop runs
-// (runtime §2 step 9). It does not wait for "ready" as a whole: against a
+// (docs/delivery.md#start-up step 9). It does not wait for "ready" as a whole: against a
 // failing destination the sink check turns unhealthy right after the first
 // batch, and a poll could miss the moment in between.
 func startMember(t *testing.T, d *runDoc) *member {
@@ -295,7 +295,7 @@ type reply struct {
 }
 
 // endpoint is a real HTTP peer for the http sink that stores each message
-// once per Idempotency-Key (sinks.md §7) and records every request's time,
+// once per Idempotency-Key (docs/http.md) and records every request's time,
 // so tests can count redeliveries per message and check their spacing.
 // script decides each request's reply from its key and attempt number
 // (1 for the first request with that key). It runs under the endpoint's

@@ -17,7 +17,7 @@ const benchLatency = 5 * time.Millisecond
 
 // TestScaleOutThroughput measures end-to-end throughput with 1, 2 and 3
 // `nats-sink run` processes sharing one durable consumer, writing to an
-// HTTP endpoint that takes 5 ms per message (runtime §15, docs/scaling.md).
+// HTTP endpoint that takes 5 ms per message (docs/delivery.md#scale-out, docs/scaling.md).
 // Each process has the same write capacity (max_in_flight_batches ×
 // sink.concurrency requests in flight), so when the destination is not the
 // bottleneck, throughput must grow nearly linearly with processes. It runs

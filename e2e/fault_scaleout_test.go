@@ -14,7 +14,7 @@ import (
 )
 
 // TestFaultScaleOutKill runs two, then three `nats-sink run` processes on
-// one durable consumer writing into one PostgreSQL table (runtime §15), and
+// one durable consumer writing into one PostgreSQL table (docs/delivery.md#scale-out), and
 // SIGKILLs one of them mid-run. The survivors must pick up what the dead
 // process held once its AckWait expires, and the table must hold each
 // message exactly once (unique (stream, sequence) keys), with everything

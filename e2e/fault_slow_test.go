@@ -94,7 +94,7 @@ func TestFaultSlowSink(t *testing.T) {
 }
 
 // TestFaultSlowSinkInProgress is TestFaultSlowSink with InProgress
-// heartbeats on (runtime §8): each batch extends its AckWait while the
+// heartbeats on (docs/delivery.md#inprogress-heartbeats): each batch extends its AckWait while the
 // write runs, so nothing is redelivered and the endpoint sees each message
 // once. It is skipped while the binary still refuses
 // delivery.in_progress.enabled.

@@ -22,7 +22,7 @@ func stormWindow() time.Duration {
 
 // stormStep returns the minimum pause after a message's failed delivery
 // number j (1-based) under both back-off set-ups of TestFaultNAKStorm:
-// 1 s doubling to 8 s (runtime §5 exponential without jitter, and the
+// 1 s doubling to 8 s (docs/delivery.md#retries-and-back-off exponential without jitter, and the
 // consumer BackOff [1, 2, 4, 8] whose last step repeats).
 func stormStep(j int) time.Duration {
 	if j >= 4 {
@@ -51,12 +51,12 @@ const stormFloor = 0.6
 // and acknowledged.
 //
 // Three set-ups are tested. Retries are paced either by the runner, which
-// NAKs with its own exponential back-off (runtime §5, "nak"), or by the
+// NAKs with its own exponential back-off (docs/delivery.md#retries-and-back-off, "nak"), or by the
 // consumer's BackOff while the runner leaves the message unacked
 // ("consumer_backoff"). With "circuit" the endpoint answers 404, which the
 // http sink classes as a destination failure (the fixed URL fails for every
 // message alike): the runner stops fetching and probes with one batch per
-// back-off step (runtime §5.1), so messages not yet fetched are never tried
+// back-off step (docs/delivery.md#destination-circuit), so messages not yet fetched are never tried
 // during the outage.
 func TestFaultNAKStorm(t *testing.T) {
 	runnerBackoff := func(d *runDoc) {

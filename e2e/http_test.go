@@ -20,7 +20,7 @@ import (
 )
 
 // idempotentServer is an HTTP endpoint that keeps the sink's contract
-// (sinks.md §7): it stores each request once per Idempotency-Key and answers
+// (docs/http.md): it stores each request once per Idempotency-Key and answers
 // 200 to a repeated key. gate, when non-nil, holds every request until it is
 // closed or the client goes away.
 type idempotentServer struct {

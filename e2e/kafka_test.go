@@ -97,7 +97,7 @@ func kafkaConsume(t *testing.T, brokers []string, topic string) []*kgo.Record {
 // checkKafkaRecords asserts that the topic holds every message 1..n of
 // stream KAFKAE2E under its own key, with its own payload, and returns the
 // raw record count (redeliveries after a crash add records with a key
-// already present: Kafka's duplicate model is the key, sinks.md §9).
+// already present: Kafka's duplicate model is the key, docs/kafka.md).
 func checkKafkaRecords(t *testing.T, brokers []string, n int) int {
 	t.Helper()
 	records := kafkaConsume(t, brokers, "events")

@@ -14,7 +14,7 @@ import (
 )
 
 // TestTracingOTLP runs the binary with tracing exported over OTLP/HTTP to an
-// in-process collector (observability §4): a message published with a
+// in-process collector (docs/tracing.md): a message published with a
 // known traceparent yields a consume span with that trace id and parent, a
 // linked write span, and — for a poison message — a DLQ publish span whose
 // context the dead letter carries. SIGTERM flushes the spans.

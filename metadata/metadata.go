@@ -1,6 +1,6 @@
 // Package metadata resolves a message's priority, classification and labels
-// from its headers, subject rules and defaults (spec runtime.md §12,
-// data-shapes §2.4). Pure functions, no I/O.
+// from its headers, subject rules and defaults (spec docs/formats.md#metadata-document,
+// docs/configuration.md#priority-classification-and-labels). Pure functions, no I/O.
 package metadata
 
 import (
@@ -13,7 +13,7 @@ import (
 )
 
 // Default header names used when a Field or LabelsField leaves Header empty
-// (config.md §7.3).
+// (docs/configuration.md#message_metadata).
 const (
 	DefaultPriorityHeader       = "Nats-Sinks-Priority"
 	DefaultClassificationHeader = "Nats-Sinks-Classification"
@@ -54,7 +54,7 @@ type Resolver struct {
 }
 
 // Resolve returns priority and classification ("" = null) and labels (never
-// nil). For each field independently (runtime.md §12): a present header wins
+// nil). For each field independently (docs/formats.md#metadata-document): a present header wins
 // with its trimmed value, even when that is empty (null, defaults not
 // applied); otherwise the first matching rule that sets the field; otherwise
 // the default.

@@ -1,5 +1,5 @@
 // Package natsconfig holds the settings of one NATS connection: the keys of
-// the configuration's nats section (spec config.md §3) other than the
+// the configuration's nats section (spec docs/configuration.md#nats) other than the
 // stream, consumer and subject to read, which the NATS republish sink's
 // "connection" object shares. It is one type, decoded, validated and turned
 // into client options the same way wherever it appears; the configuration
@@ -22,8 +22,8 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Connection is how to reach and authenticate to a NATS server (config.md
-// §3). Nullable keys are pointers: nil is null. Default returns it with
+// Connection is how to reach and authenticate to a NATS server
+// (docs/configuration.md#nats). Nullable keys are pointers: nil is null. Default returns it with
 // every default; the per-key rules are in the struct tags (Validate checks
 // them, and the loader while decoding), the rules between keys in Rules.
 type Connection struct {
@@ -58,8 +58,8 @@ type Connection struct {
 	APIPrefix                *string           `json:"api_prefix" nonblank:"true" nopad:"true" nocontrol:"true" doc:"JetStream API prefix; not with domain."`
 }
 
-// Default returns the connection settings with every default of config.md
-// §3: nats://localhost:4222, reconnecting 60 times 2 s apart, TLS verified.
+// Default returns the connection settings with every default of
+// docs/configuration.md#nats: nats://localhost:4222, reconnecting 60 times 2 s apart, TLS verified.
 func Default() Connection {
 	return Connection{
 		URL:                      "nats://localhost:4222",
@@ -128,8 +128,8 @@ var (
 	protocolHeaders = []string{"connection", "content-length", "host", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-key", "sec-websocket-protocol", "sec-websocket-version", "transfer-encoding", "upgrade"}
 )
 
-// Rules returns the problems of the rules between c's keys (runtime.md
-// §16): valid server URLs without credentials, no ws/wss mixed with
+// Rules returns the problems of the rules between c's keys
+// (docs/security.md#authenticating-to-nats): valid server URLs without credentials, no ws/wss mixed with
 // nats/tls, a single authentication method, user and password as a pair,
 // one source per secret, a TLS key only with its certificate, WebSocket
 // headers only for WebSocket URLs, not both domain and api_prefix. The

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-// NATSOptions turns the nats section into client options (runtime §16),
+// NATSOptions turns the nats section into client options (docs/security.md#authenticating-to-nats),
 // with the connection events counted in m and logged. Secrets are resolved
 // here; a missing variable or unreadable file is a *config.Error naming the
 // key.
@@ -37,7 +37,7 @@ func NATSOptions(c *config.NATS, env config.Env, log *slog.Logger, m *telemetry.
 		log.Warn("nats.tls_verify is false: server certificates and host names are not verified", "component", "connector")
 	}
 
-	// Connection events (runtime §16): counted, logged (warning for a
+	// Connection events (docs/security.md#authenticating-to-nats): counted, logged (warning for a
 	// disconnect and errors, info otherwise), readiness follows the
 	// connection state through Conn.Status. Errors carry the server's
 	// reason ("Authorization Violation", a permissions violation naming

@@ -16,13 +16,13 @@ import (
 const DefaultAckConfirmationTimeout = time.Second
 
 // ackConfirmParallel bounds the confirmations of one batch awaited at once
-// (runtime §7: up to 64). One confirmation is a round trip; awaiting them
+// (docs/delivery.md#ack-order: up to 64). One confirmation is a round trip; awaiting them
 // one after another caps a batch at ~24k ACKs/s on the reference box
 // (platform facts: sequential DoubleAck).
 const ackConfirmParallel = 64
 
 // AckConfirmation configures confirmed ACKs (delivery.ack_confirmation,
-// runtime §7): every ACK is a request the server answers once it applied
+// docs/delivery.md#ack-order): every ACK is a request the server answers once it applied
 // the ACK (what nats.go's DoubleAck sends), so an ACK lost on the way is
 // seen, counted and logged instead of silently causing a redelivery later.
 //
@@ -42,7 +42,7 @@ func (a *AckConfirmation) timeout() time.Duration {
 }
 
 // settle ACKs the committed messages acks and ACKs or TERMs the dead-lettered
-// messages dead, all in delivery order (runtime §7), then flushes so the
+// messages dead, all in delivery order (docs/delivery.md#ack-order), then flushes so the
 // batch's ACKs have left the client before its slot is released.
 //
 // With AckConfirmation each ACK waits for the server's reply; they are sent
@@ -177,7 +177,7 @@ var errAckTimeout = errors.New("ack confirmation timed out")
 
 // confirmAcks sends the ACKs of the messages order, in that (delivery)
 // order, as requests whose replies come to one inbox, and waits for the
-// server's confirmations with at most 64 outstanding (runtime §7). A message
+// server's confirmations with at most 64 outstanding (docs/delivery.md#ack-order). A message
 // for which inline returns true was handled by inline (a TERM) and is
 // skipped. It returns one error per position of order: nil when confirmed
 // or skipped.

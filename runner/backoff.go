@@ -17,7 +17,7 @@ const (
 	JitterEqual = "equal"
 )
 
-// Retry holds the retry settings of config.md §5 (delivery.max_retries and the
+// Retry holds the retry settings of docs/configuration.md#delivery (delivery.max_retries and the
 // retry_backoff_* keys). Zero values mean the config.md defaults. Fields whose
 // configured value may legitimately be 0 are pointers, so that nil ("unset",
 // default) and 0 are distinct; write new(0) for an explicit zero.
@@ -78,7 +78,7 @@ func (r Retry) jitter() string {
 	return r.Jitter
 }
 
-// Backoff returns the NAK delay for a delivery attempt (runtime §5): the raw
+// Backoff returns the NAK delay for a delivery attempt (docs/delivery.md#retries-and-back-off): the raw
 // delay of the mode, capped at MaxBackoff, then jittered with u, a draw in
 // [0, 1). Attempts below 1 count as 1. The function is pure; the runner
 // draws u from crypto/rand (JitterDraw).
@@ -87,7 +87,7 @@ func Backoff(attempt int, r Retry, u float64) time.Duration {
 }
 
 // JitterDraw returns u = (uniform integer 0..999 999) / 10⁶ from the
-// operating system's CSPRNG, as runtime §5 prescribes. If the CSPRNG fails,
+// operating system's CSPRNG, as docs/delivery.md#retries-and-back-off prescribes. If the CSPRNG fails,
 // which crypto/rand documents as not happening on supported platforms, it
 // returns 0.5 so that retries still spread.
 func JitterDraw() float64 { return backoff.Draw() }

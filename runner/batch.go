@@ -136,7 +136,7 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// process runs steps 1–12 of runtime §3 for one batch. ctx is the runner's
+// process runs steps 1–12 of docs/delivery.md#fetching-and-in-flight-batches for one batch. ctx is the runner's
 // in-flight context: it outlives Run's ctx and is cancelled only when the
 // shutdown timeout passes. probe marks the half-open circuit probe.
 func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) {
@@ -261,7 +261,7 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	}
 	switch {
 	case len(rejected) > 0 && r.Isolation == IsolationBatch:
-		// runtime §4 "batch": a rejection before the write sends the whole
+		// docs/delivery.md#per-message-isolation-and-bisection "batch": a rejection before the write sends the whole
 		// batch to the permanent path without calling the sink. An
 		// authenticity rejection stays with its own message.
 		first := slices.Min(slices.Collect(maps.Keys(rejected)))
@@ -417,7 +417,7 @@ func (r *Runner) failAll(ctx context.Context, b *batch, errType string, err erro
 	r.temporary(ctx, b, b.all(), log)
 }
 
-// envelopes builds one envelope per message (runtime §3 step 2).
+// envelopes builds one envelope per message (docs/delivery.md#fetching-and-in-flight-batches step 2).
 func (r *Runner) envelopes(msgs []jetstream.Msg) (envs []*sink.Envelope, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -437,9 +437,9 @@ func (r *Runner) envelopes(msgs []jetstream.Msg) (envs []*sink.Envelope, err err
 	return envs, nil
 }
 
-// encrypt applies the Encrypt hook (runtime §3 step 3). Headers-only
+// encrypt applies the Encrypt hook (docs/delivery.md#fetching-and-in-flight-batches step 3). Headers-only
 // messages are skipped: there is no producer payload to protect, and
-// encrypting the empty body would pretend there was (README Q14).
+// encrypting the empty body would pretend there was (docs/migrating.md Q14).
 func (r *Runner) encrypt(envs []*sink.Envelope) (err error) {
 	if r.Encrypt == nil {
 		return nil
@@ -599,7 +599,7 @@ func (r *Runner) track() func() {
 	}
 }
 
-// deadLetter publishes the messages idx to the DLQ (runtime §6), pipelined,
+// deadLetter publishes the messages idx to the DLQ (docs/delivery.md#dead-letter-queue), pipelined,
 // each awaited for its own PubAck within PublishTimeout. errorType, when not
 // empty, replaces the recorded error type (MaxDeliveriesExceeded). It returns
 // the messages whose PubAck arrived and those that must take the temporary
@@ -712,7 +712,7 @@ func (r *Runner) flush(log *slog.Logger) {
 	}
 }
 
-// temporary runs the temporary path of runtime §5 for the messages idx.
+// temporary runs the temporary path of docs/delivery.md#retries-and-back-off for the messages idx.
 func (r *Runner) temporary(ctx context.Context, b *batch, idx []int, log *slog.Logger) {
 	if len(idx) == 0 {
 		return

@@ -13,7 +13,7 @@ import (
 // healthcheckTimeout bounds one circuit probe.
 const healthcheckTimeout = 10 * time.Second
 
-// circuit is the destination circuit of runtime §5.1. While open, the fetch
+// circuit is the destination circuit of docs/delivery.md#destination-circuit. While open, the fetch
 // loop issues no fetch; it probes the sink's Healthcheck with the retry
 // back-off and closes the circuit on the first success. A sink without
 // Healthcheck is probed with one real batch (half-open): a commit closes the

@@ -31,25 +31,25 @@ const (
 )
 
 // ephemeralInactiveThreshold is how long the server keeps an ephemeral
-// consumer without pull requests (runtime §10.3).
+// consumer without pull requests (docs/delivery.md#consumer-management).
 const ephemeralInactiveThreshold = 5 * time.Minute
 
 // A ConfigError is a start-up problem found against the server that the CLI
-// reports as a configuration error (exit 2, README Q19): consumer drift, a
+// reports as a configuration error (exit 2, docs/migrating.md Q19): consumer drift, a
 // missing bind_only consumer, a missing DLQ stream.
 type ConfigError struct {
 	Path    string // JSON path of the configuration key, e.g. "dead_letter.subject"
 	Message string
 }
 
-// Error returns "<path>: <message>", the config.md §1.5 problem line.
+// Error returns "<path>: <message>", the docs/configuration.md#how-a-file-is-loaded problem line.
 func (e *ConfigError) Error() string { return e.Path + ": " + e.Message }
 
 // Is reports that a ConfigError is a configuration error:
 // errors.Is(err, sink.ErrConfig) holds for it.
 func (e *ConfigError) Is(target error) bool { return target == sink.ErrConfig }
 
-// ConsumerSpec is the consumer configuration of config.md §3–§4 that
+// ConsumerSpec is the consumer configuration of docs/configuration.md#nats that
 // EnsureConsumer needs. Zero values mean the config defaults; nil optional
 // fields are "not configured" and neither set on create nor checked for drift.
 type ConsumerSpec struct {
@@ -108,8 +108,8 @@ func replayPolicy(s string) (jetstream.ReplayPolicy, error) {
 	return 0, &ConfigError{"consumer_management.replay_policy", fmt.Sprintf("must be one of instant, original (got %q)", s)}
 }
 
-// Desired returns the consumer configuration of runtime §10.1 (for an
-// ephemeral spec, §10.3).
+// Desired returns the consumer configuration of docs/delivery.md#consumer-management (for an
+// ephemeral spec, docs/delivery.md#consumer-management).
 func (s ConsumerSpec) Desired() (jetstream.ConsumerConfig, error) {
 	dp, err := deliverPolicy(s.DeliverPolicy)
 	if err != nil {
@@ -168,15 +168,15 @@ func (s ConsumerSpec) Desired() (jetstream.ConsumerConfig, error) {
 }
 
 // EnsureConsumer binds, creates or reconciles the pull consumer (runtime
-// §10) and returns it with the action taken: "created", "bound",
+// docs/delivery.md#consumer-management) and returns it with the action taken: "created", "bound",
 // "reconciled" or "ephemeral". Problems the operator must fix (drift, a
 // missing bind_only consumer, a reconcile update the server refuses) are
 // *ConfigError; other errors are runtime failures.
 //
 // In reconcile mode a consumer whose immutable settings match but whose
 // mutable ones differ is updated with its current server configuration,
-// only the configured fields of §10.1 overwritten, then read back and
-// checked again: sending §10.1 alone would reset every unconfigured field
+// only the configured fields of docs/delivery.md#consumer-management overwritten, then read back and
+// checked again: sending docs/delivery.md#consumer-management alone would reset every unconfigured field
 // to the server default (and a reset max_waiting is refused as an
 // immutable change).
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec) (jetstream.Consumer, string, error) {
@@ -347,7 +347,7 @@ func present(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, c j
 }
 
 // reconciled returns the server's configuration cur with the configured
-// fields of runtime §10.1 overwritten. Immutable fields are not touched:
+// fields of docs/delivery.md#consumer-management overwritten. Immutable fields are not touched:
 // present only gets here when they already match.
 func reconciled(spec ConsumerSpec, cur jetstream.ConsumerConfig) jetstream.ConsumerConfig {
 	c := cur
@@ -391,18 +391,18 @@ func reconciled(spec ConsumerSpec, cur jetstream.ConsumerConfig) jetstream.Consu
 }
 
 // streamMissing is a configuration error: consumer management is start-up
-// step 8, whose failures exit 2 (runtime §2).
+// step 8, whose failures exit 2 (docs/delivery.md#start-up).
 func streamMissing(stream string) error {
 	return &ConfigError{"nats.stream", fmt.Sprintf("JetStream stream %q does not exist", stream)}
 }
 
-// driftItem is one differing field of runtime §10.2.
+// driftItem is one differing field of docs/delivery.md#consumer-management.
 type driftItem struct {
 	field, expected, actual string
 	immutable               bool // reconcile mode updates mutable fields only
 }
 
-// driftError returns the *ConfigError of runtime §10.2 listing items.
+// driftError returns the *ConfigError of docs/delivery.md#consumer-management listing items.
 func driftError(spec ConsumerSpec, items []driftItem) error {
 	parts := make([]string, len(items))
 	for i, d := range items {
@@ -454,7 +454,7 @@ func drift(spec ConsumerSpec, got jetstream.ConsumerConfig) []driftItem {
 		add("mem_storage", strconv.FormatBool(*spec.MemoryStorage), strconv.FormatBool(got.MemoryStorage), true)
 	}
 	// Only configured keys are compared; the server adds its own (_nats.*)
-	// keys, which are no drift (README Q10).
+	// keys, which are no drift (docs/migrating.md Q10).
 	keys := make([]string, 0, len(spec.Metadata))
 	for k := range spec.Metadata {
 		keys = append(keys, k)
@@ -506,7 +506,7 @@ func ackPolicy(p jetstream.AckPolicy) string {
 	return p.String()
 }
 
-// closeSeconds compares durations with the ±0.001 s tolerance of §10.2.
+// closeSeconds compares durations with the ±0.001 s tolerance of docs/delivery.md#consumer-management.
 func closeSeconds(a, b time.Duration) bool {
 	return math.Abs((a - b).Seconds()) <= 0.001
 }
@@ -528,7 +528,7 @@ func fmtDurations(ds []time.Duration) string {
 }
 
 // CheckBatchSize checks delivery.batch_size against the consumer's
-// max_batch (MaxRequestBatch) when the server reports one (runtime §2 step 9).
+// max_batch (MaxRequestBatch) when the server reports one (docs/delivery.md#start-up step 9).
 func CheckBatchSize(info *jetstream.ConsumerInfo, batchSize int) error {
 	if info == nil || info.Config.MaxRequestBatch <= 0 || batchSize <= info.Config.MaxRequestBatch {
 		return nil
@@ -550,7 +550,7 @@ func CheckMaxBatchBytes(maxPayload int64, maxBatchBytes int) error {
 }
 
 // CheckDLQ checks that a JetStream stream captures the DLQ subject (runtime
-// §2 step 7) and returns its name. No such stream is a *ConfigError; any
+// docs/delivery.md#start-up step 7) and returns its name. No such stream is a *ConfigError; any
 // other error (for example the lookup is not permitted) is returned as is,
 // and the caller only warns.
 func CheckDLQ(ctx context.Context, js jetstream.JetStream, subject string) (string, error) {
@@ -564,7 +564,7 @@ func CheckDLQ(ctx context.Context, js jetstream.JetStream, subject string) (stri
 	return name, nil
 }
 
-// DLQWindowWarning returns the warning of runtime §6 when the DLQ stream's
+// DLQWindowWarning returns the warning of docs/delivery.md#dead-letter-queue when the DLQ stream's
 // duplicate window is shorter than the consumer's AckWait or its largest
 // BackOff step (a redelivery after a lost ACK would then add a second DLQ
 // entry), or "" when the window is long enough or cannot be read.

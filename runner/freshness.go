@@ -9,7 +9,7 @@ import (
 )
 
 // Freshness configures the event freshness metrics (metrics.event_* keys,
-// observability §1). The zero value is the config default: enabled, stale
+// docs/observability.md#metrics). The zero value is the config default: enabled, stale
 // after 300 s, future skew tolerance 5 s.
 type Freshness struct {
 	// Disabled turns the freshness metrics off (event_freshness_enabled
@@ -38,7 +38,7 @@ func (f Freshness) tolerance() time.Duration {
 }
 
 // observeFreshness records the freshness metrics of committed envelopes
-// (runtime §3 step 9). The sink stamps stored_at itself; storedAt here is
+// (docs/delivery.md#fetching-and-in-flight-batches step 9). The sink stamps stored_at itself; storedAt here is
 // when the write call that committed them returned, the closest moment the
 // runner knows. Metric failures never affect delivery: this only counts.
 func observeFreshness(m *telemetry.Metrics, f Freshness, envs []*sink.Envelope, storedAt time.Time) {

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// recordSink stores file-sink records (data-shapes §7) in memory, keyed by
+// recordSink stores file-sink records (docs/formats.md#file-records) in memory, keyed by
 // the file stem of its filename strategy, as the file sink names its files:
 // stream_sequence everywhere, payload_sha256 for subjects under
 // orders.hashed.

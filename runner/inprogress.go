@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Defaults of delivery.in_progress (config.md §5.2).
+// Defaults of delivery.in_progress (docs/configuration.md#delivery).
 const (
 	DefaultInProgressInterval        = 5 * time.Second
 	DefaultInProgressMaxHeartbeats   = 12
@@ -18,7 +18,7 @@ const (
 )
 
 // InProgress configures InProgress heartbeats (delivery.in_progress, runtime
-// §8). Zero values mean the config.md defaults.
+// docs/delivery.md#inprogress-heartbeats). Zero values mean the config.md defaults.
 type InProgress struct {
 	// Interval is the time between two heartbeat rounds; 0 means 5 s. It
 	// must stay below 80 % of the consumer's AckWait (CheckInProgress).
@@ -54,7 +54,7 @@ func (p *InProgress) shutdownTimeout() time.Duration {
 	return max(*p.ShutdownTimeout, 0)
 }
 
-// CheckInProgress applies the start-up guards of runtime §8 to the bound
+// CheckInProgress applies the start-up guards of docs/delivery.md#inprogress-heartbeats to the bound
 // consumer: it must be durable, have no BackOff (the server would pace
 // redeliveries by BackOff, not by the AckWait the heartbeats reset), and
 // have a positive AckWait of which interval is less than 80 %. Run these
@@ -86,7 +86,7 @@ func CheckInProgress(info *jetstream.ConsumerInfo, interval time.Duration) error
 }
 
 // heartbeat sends InProgress for msgs every interval until stop is called
-// or MaxHeartbeats rounds were sent (runtime §3 steps 6–8). A round in which
+// or MaxHeartbeats rounds were sent (docs/delivery.md#fetching-and-in-flight-batches steps 6–8). A round in which
 // any InProgress fails ends the heartbeats of the batch: the connection is
 // most likely gone, and the batch's final decision does not depend on them.
 // The returned stop waits at most ShutdownTimeout for the task to end.

@@ -21,10 +21,10 @@ const (
 type writeFunc func(ctx context.Context, batch []*sink.Envelope, depth int) []sink.Result
 
 // errBisectionStopped marks messages that bisection never wrote because an
-// earlier part of the batch failed temporarily (runtime §4 rule 5).
+// earlier part of the batch failed temporarily (docs/delivery.md#per-message-isolation-and-bisection rule 5).
 var errBisectionStopped = errors.New("not attempted: isolation stopped after a temporary failure")
 
-// isolation turns one batch into one final outcome per message (runtime §4).
+// isolation turns one batch into one final outcome per message (docs/delivery.md#per-message-isolation-and-bisection).
 // It is a pure function of the write results, so it is table-tested with a
 // fake writeFunc and no server.
 type isolation struct {

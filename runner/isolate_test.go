@@ -11,7 +11,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// txFake models the sinks of sinks.md §0: a transactional sink fails the
+// txFake models the sinks of docs/library.md#the-sink-boundary: a transactional sink fails the
 // whole set with one shared result when any row is bad; a per-message sink
 // returns each message's own result.
 type txFake struct {

@@ -10,14 +10,14 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Defaults of delivery.priority_lanes (config.md §5.1).
+// Defaults of delivery.priority_lanes (docs/configuration.md#delivery).
 const (
 	DefaultLaneName               = "default"
 	DefaultMaxPriorityValueLength = 64
 )
 
 // PriorityLanes configures priority lanes (delivery.priority_lanes, runtime
-// §3 step 4). Every message of a batch gets a lane from its resolved
+// docs/delivery.md#fetching-and-in-flight-batches step 4). Every message of a batch gets a lane from its resolved
 // priority, and the batch is handed to the sink in weighted round-robin
 // order over the lanes, so that within one batch high-priority messages are
 // written first without starving the others. Lanes reorder within a batch
@@ -110,7 +110,7 @@ type laneAssignment struct {
 	active    int           // lanes with at least one message
 }
 
-// assign gives each envelope a lane and returns the write order (runtime §3
+// assign gives each envelope a lane and returns the write order (docs/delivery.md#fetching-and-in-flight-batches
 // step 4): passes over the lanes in configuration order take up to weight
 // messages from each, in delivery order within a lane, until all are taken.
 func (t *laneTable) assign(envs []*sink.Envelope) laneAssignment {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestEnsureConsumerEveryField creates a consumer with every optional field
-// of runtime §10.1 configured, checks the server holds each one, and that
+// of docs/delivery.md#consumer-management configured, checks the server holds each one, and that
 // binding with the same spec finds no drift.
 func TestEnsureConsumerEveryField(t *testing.T) {
 	e := newEnv(t, false)
@@ -66,7 +66,7 @@ func TestEnsureConsumerEveryField(t *testing.T) {
 	}
 }
 
-// TestDriftEveryField checks the class of every field of runtime §10.2: in
+// TestDriftEveryField checks the class of every field of docs/delivery.md#consumer-management: in
 // create_if_missing mode any difference is refused, and reconcile refuses
 // the immutable ones.
 func TestDriftEveryField(t *testing.T) {

@@ -9,7 +9,7 @@
 // Every other message stays unacknowledged: it is NAKed or left for AckWait,
 // and JetStream redelivers it. No path turns an unknown outcome into an ACK,
 // and with several batches in flight each batch is acknowledged after its own
-// commit only (spec README §3, runtime.md §3–§7).
+// commit only (README.md#the-guarantee, docs/delivery.md#fetching-and-in-flight-batches).
 //
 // A Runner is configured like http.Server: set its fields, then call Run.
 // Zero values mean the config.md defaults.
@@ -64,7 +64,7 @@ const (
 	ActionLeaveUnacked = "leave_unacked"
 )
 
-// Defaults of config.md §5 that the Runner applies to zero fields.
+// Defaults of docs/configuration.md#delivery that the Runner applies to zero fields.
 const (
 	DefaultBatchSize       = 100
 	DefaultBatchTimeout    = time.Second
@@ -79,7 +79,7 @@ const (
 var ErrFailFast = errors.New("delivery.fail_fast")
 
 // ErrConsumerNotFound is matched by the error Run returns when the bound
-// consumer disappeared from the server (runtime §3.1). Re-running consumer
+// consumer disappeared from the server (docs/delivery.md#fetching-and-in-flight-batches). Re-running consumer
 // management is the caller's job; the CLI exits 2 for bind_only.
 var ErrConsumerNotFound = errors.New("consumer not found")
 
@@ -104,7 +104,7 @@ type Runner struct {
 	// defaults (standard header names, no rules).
 	Metadata *metadata.Resolver
 	// Encrypt, when set, replaces an envelope's Data with its encryption
-	// envelope (runtime §13). It is not called for headers-only messages,
+	// envelope (docs/security.md#payload-encryption-keys). It is not called for headers-only messages,
 	// whose payload was omitted. An error sends the whole batch to the
 	// temporary path.
 	Encrypt func(*sink.Envelope) error
@@ -161,18 +161,18 @@ type Runner struct {
 	MaxDeliver int
 	// InProgress, when set, sends InProgress (+WPI) heartbeats for every
 	// message of a batch while the sink writes it, so that a write slower
-	// than AckWait is not redelivered behind its back (runtime §8). nil
+	// than AckWait is not redelivered behind its back (docs/delivery.md#inprogress-heartbeats). nil
 	// disables heartbeats (delivery.in_progress.enabled false). Run refuses
 	// to start (*ConfigError) when the consumer fails CheckInProgress.
 	InProgress *InProgress
 	// AckConfirmation, when set, waits for the server to confirm every ACK
-	// (runtime §7); nil sends plain, fire-and-forget ACKs
+	// (docs/delivery.md#ack-order); nil sends plain, fire-and-forget ACKs
 	// (delivery.ack_confirmation.enabled false). It requires Conn, the
 	// connection the Consumer's messages arrive on.
 	AckConfirmation *AckConfirmation
 	// PriorityLanes, when set, assigns every message a lane by its priority
 	// and orders each batch by weighted round-robin over the lanes before the
-	// write (runtime §3 step 4); nil disables lanes
+	// write (docs/delivery.md#fetching-and-in-flight-batches step 4); nil disables lanes
 	// (delivery.priority_lanes.enabled false).
 	PriorityLanes *PriorityLanes
 
@@ -192,7 +192,7 @@ type Runner struct {
 	Freshness Freshness
 	// Metrics receives every runner metric; nil disables metrics.
 	Metrics *telemetry.Metrics
-	// Tracer, when set, traces every message (observability §4): a
+	// Tracer, when set, traces every message (docs/tracing.md): a
 	// "process" span per message from its envelope to its final decision
 	// (ACK, TERM and NAK are events on it), a "write" span per WriteBatch
 	// call linked to the spans of the messages it wrote, and a "publish"
@@ -231,7 +231,7 @@ const (
 	SettledGivenUp                            // failed on its last delivery, not dead-lettered, never ACKed
 )
 
-// DeadLetter configures dead-lettering (config.md §6). Unlike the Runner's
+// DeadLetter configures dead-lettering (docs/configuration.md#dead_letter). Unlike the Runner's
 // own fields, the booleans here default to true in the configuration while
 // their Go zero value is false: build one with NewDeadLetter, which applies
 // the config defaults, then change what the configuration says.
@@ -240,20 +240,20 @@ type DeadLetter struct {
 	// (CheckDLQ).
 	Subject string
 	// IncludePayload, IncludeHeaders and IncludeError shape the DLQ body
-	// (data-shapes §8.1).
+	// (docs/formats.md#dlq-body).
 	IncludePayload bool
 	IncludeHeaders bool
 	IncludeError   bool
 	// TermAfterPublish sends TERM instead of ACK after the DLQ PubAck.
 	TermAfterPublish bool
 	// OnMaxDeliver dead-letters a message whose temporary failure happened on
-	// its last allowed delivery (runtime §5 step 3a).
+	// its last allowed delivery (docs/delivery.md#retries-and-back-off step 3a).
 	OnMaxDeliver bool
 	// PublishTimeout bounds the wait for each PubAck; 0 means 5 s.
 	PublishTimeout time.Duration
 }
 
-// NewDeadLetter returns the config.md §6 defaults for subject: payload,
+// NewDeadLetter returns the docs/configuration.md#dead_letter defaults for subject: payload,
 // headers and error included, ACK (not TERM) after publish, last deliveries
 // dead-lettered, 5 s PubAck timeout.
 func NewDeadLetter(subject string) *DeadLetter {
@@ -267,7 +267,7 @@ func NewDeadLetter(subject string) *DeadLetter {
 	}
 }
 
-// Status is the runner's part of /readyz (observability §2).
+// Status is the runner's part of /readyz (docs/observability.md#health-endpoints).
 type Status struct {
 	// Bound is true while Run is running with its consumer bound.
 	Bound bool
@@ -499,7 +499,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	log := r.logger().With("component", "runner")
 	info := r.Consumer.CachedInfo()
 	if r.InProgress != nil {
-		// runtime §8 start-up guards; the CLI checks them at step 8 too.
+		// docs/delivery.md#inprogress-heartbeats start-up guards; the CLI checks them at step 8 too.
 		if err := CheckInProgress(info, r.InProgress.interval()); err != nil {
 			return err
 		}
@@ -665,7 +665,7 @@ func (e *FailFastError) Error() string {
 // Unwrap returns ErrFailFast and the cause.
 func (e *FailFastError) Unwrap() []error { return []error{ErrFailFast, e.Err} }
 
-// fetchLoop issues fetches into free in-flight slots (runtime §3.1, §9)
+// fetchLoop issues fetches into free in-flight slots (docs/delivery.md#fetching-and-in-flight-batches, docs/delivery.md#ordering)
 // until ctx ends or the runner stops.
 func (r *Runner) fetchLoop(ctx, hard context.Context, batches *sync.WaitGroup, log *slog.Logger) {
 	slots := make(chan struct{}, r.maxInFlight())
@@ -939,7 +939,7 @@ func (r *Runner) applyInfo(info *jetstream.ConsumerInfo) {
 	m.ConsumerNumWaiting.Set(float64(info.NumWaiting))
 }
 
-// maxAckPendingWarning returns the start-up warning of runtime §9 when the
+// maxAckPendingWarning returns the start-up warning of docs/delivery.md#ordering when the
 // consumer's effective max_ack_pending is below the in-flight capacity
 // need: the server then stops handing out messages while batches wait for
 // their commit, and throughput silently drops.
@@ -956,7 +956,7 @@ func maxAckPendingWarning(info *jetstream.ConsumerInfo, need int) string {
 }
 
 // consumerRefresh is how often consumer info (lag gauges, MaxDeliver) is
-// re-read (observability §1).
+// re-read (docs/observability.md#metrics).
 const consumerRefresh = 10 * time.Second
 
 func (r *Runner) refreshConsumer(ctx context.Context, log *slog.Logger) {
@@ -1033,7 +1033,7 @@ func sleep(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// newBatchID returns 16 random hex characters (runtime §3 step 1).
+// newBatchID returns 16 random hex characters (docs/delivery.md#fetching-and-in-flight-batches step 1).
 func newBatchID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms

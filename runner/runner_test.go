@@ -222,7 +222,7 @@ func dlqOptions() *DeadLetter {
 }
 
 // TestPoisonMessageDeadLettered: one permanent failure in a batch goes to the
-// DLQ with every data-shapes §8.2 header while the rest is written; all are
+// DLQ with every docs/formats.md#dlq-headers header while the rest is written; all are
 // acknowledged (or terminated) only after the DLQ PubAck.
 func TestPoisonMessageDeadLettered(t *testing.T) {
 	for _, term := range []bool{false, true} {
@@ -990,7 +990,7 @@ func (b *syncBuffer) String() string {
 }
 
 // TestHeadersOnlyNotEncrypted: an omitted payload is never handed to the
-// Encrypt hook (README Q14) and still commits and acknowledges.
+// Encrypt hook (docs/migrating.md Q14) and still commits and acknowledges.
 func TestHeadersOnlyNotEncrypted(t *testing.T) {
 	e := newEnv(t, false)
 	c := e.consumer(ConsumerSpec{HeadersOnly: new(true)})

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-sinks/nats-sink/tracing"
 )
 
-// Message spans (observability §4) end with the message's final decision.
+// Message spans (docs/tracing.md) end with the message's final decision.
 // The outcome attribute of a committed or dead-lettered message is set when
 // that is known (process, deadLetter), and its span ends in settle with its
 // ack or term event; every other path ends the span through the helpers

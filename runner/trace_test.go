@@ -67,7 +67,7 @@ func eventNames(s tracingtest.Span) []string {
 }
 
 // TestTracingOneBatch runs one batch through the runner with a Tracer and
-// checks every span of observability §4 and what travels downstream: message
+// checks every span of docs/tracing.md and what travels downstream: message
 // spans continue their producer's trace and end with their outcome and ack
 // event; the write span is a linked root; a sink's client span, started from
 // the write context, is a child of its message's span; a dead letter carries
@@ -249,7 +249,7 @@ func TestTracingOneBatch(t *testing.T) {
 }
 
 // TestTracingFailurePaths: the outcomes and events of messages that are not
-// acknowledged (observability §4): NAKed with the delay, left unacknowledged
+// acknowledged (docs/tracing.md): NAKed with the delay, left unacknowledged
 // after the retry budget, by leave_unacked, or on the last delivery without
 // a DLQ (NAKed, but never delivered again).
 func TestTracingFailurePaths(t *testing.T) {

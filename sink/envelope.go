@@ -6,7 +6,7 @@ import (
 )
 
 // An Envelope is the immutable record built from one JetStream message
-// (spec data-shapes §2). It is the only thing a sink sees. Sinks must not
+// (spec docs/formats.md#metadata-document). It is the only thing a sink sees. Sinks must not
 // modify an Envelope or its slices and maps: the runner may hand the same
 // envelope to another WriteBatch call during isolation.
 //
@@ -18,7 +18,7 @@ type Envelope struct {
 	// Data is the delivered body; after encryption it is the encryption
 	// envelope bytes. Empty for headers-only messages.
 	Data []byte
-	// Headers holds the normalised headers (data-shapes §2.1): one value per
+	// Headers holds the normalised headers (docs/formats.md#metadata-document): one value per
 	// name, trimmed, invalid names dropped. Read them with Headers.Get.
 	Headers Headers
 
@@ -39,10 +39,10 @@ type Envelope struct {
 	// message-id; "" = none.
 	MessageID string
 	// Priority and Classification are resolved from headers, rules and
-	// defaults (runtime §12); "" = null.
+	// defaults (docs/formats.md#metadata-document); "" = null.
 	Priority       string
 	Classification string
-	// Labels are normalised (data-shapes §2.4); never nil-vs-empty sensitive.
+	// Labels are normalised (docs/configuration.md#priority-classification-and-labels); never nil-vs-empty sensitive.
 	Labels []string
 
 	// Reply is the JetStream ACK subject; "" = none.
@@ -82,7 +82,7 @@ type Custody struct {
 }
 
 // PayloadPresence says whether the producer's payload was delivered
-// (data-shapes §2.3).
+// (docs/headers-only.md).
 type PayloadPresence struct {
 	Present bool
 	Omitted bool
@@ -113,7 +113,7 @@ type Headers map[string]string
 
 // Get looks name up ignoring ASCII case. Among several names equal ignoring
 // case it picks the one spelled exactly like name, else the byte-wise
-// smallest (data-shapes §2.1).
+// smallest (docs/formats.md#metadata-document).
 func (h Headers) Get(name string) (string, bool) {
 	if v, ok := h[name]; ok {
 		return v, true

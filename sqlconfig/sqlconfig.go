@@ -1,7 +1,7 @@
 // Package sqlconfig holds the configuration keys every SQL sink (oracle,
-// mysql, postgres, sqlite) shares (spec sinks.md §2): the default table,
+// mysql, postgres, sqlite) shares (spec docs/sql.md): the default table,
 // per-subject table routes, the payload mode, the column mapping of
-// data-shapes §9 and the idempotency key. A SQL sink's Config embeds
+// docs/formats.md#sql-tables and the idempotency key. A SQL sink's Config embeds
 // Shared; the keys decode inline, in the sink object, after the sink's own.
 //
 // The package holds plain types and their defaults only. Each sink checks
@@ -9,7 +9,7 @@
 // and compiles them into the statements it writes with.
 package sqlconfig
 
-// Idempotency strategies (sinks.md §2).
+// Idempotency strategies (docs/sql.md).
 const (
 	StrategyStreamSequence = "stream_sequence"
 	StrategyMessageID      = "message_id"
@@ -25,7 +25,7 @@ const (
 )
 
 // Columns maps the 16 fields of a row to column names (the "columns"
-// object, data-shapes §9). Names are as configured; the database folds
+// object, docs/formats.md#sql-tables). Names are as configured; the database folds
 // their case (PostgreSQL and SQLite lower, Oracle upper).
 type Columns struct {
 	StreamName                string `json:"stream_name" doc:"Column for the stream name."`
@@ -46,7 +46,7 @@ type Columns struct {
 	SecurityLabels            string `json:"security_labels" doc:"JSON column for security labels (always null)."`
 }
 
-// DefaultColumns returns the default mapping of data-shapes §9, before the
+// DefaultColumns returns the default mapping of docs/formats.md#sql-tables, before the
 // database folds the names' case.
 func DefaultColumns() Columns {
 	return Columns{
@@ -69,7 +69,7 @@ func DefaultColumns() Columns {
 	}
 }
 
-// Idempotency is the "idempotency" object (sinks.md §2).
+// Idempotency is the "idempotency" object (docs/sql.md).
 type Idempotency struct {
 	Strategy     string   `json:"strategy" enum:"stream_sequence,message_id,payload_field,mapping" doc:"What identifies a message: stream and sequence, message id, a payload field (written to the message_id column), or mapping columns (layout mapped)."`
 	Columns      []string `json:"columns" doc:"Key columns (audit column names; with strategy mapping, mapping columns). Left at the default, strategies message_id and payload_field use [\"MESSAGE_ID\"]; strategy mapping needs its own list."`
@@ -117,7 +117,7 @@ type MergeRoute struct {
 // Route is the type set of table_routes items.
 type Route interface{ UpsertRoute | MergeRoute }
 
-// Shared holds the keys of sinks.md §2 that every SQL sink declares the same
+// Shared holds the keys of docs/sql.md that every SQL sink declares the same
 // way. A sink's Config embeds it (the keys decode inline) after its own
 // keys and the three shared keys whose default, enum or name differ per
 // database: mode, the update-columns key (upsert_update_columns, or
@@ -125,10 +125,10 @@ type Route interface{ UpsertRoute | MergeRoute }
 type Shared[R Route] struct {
 	Table         string      `json:"table" doc:"Default table (name or schema.name)."`
 	TableRoutes   []R         `json:"table_routes" doc:"Per-subject tables; the first route whose subject pattern matches wins, else table."`
-	PayloadMode   string      `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
+	PayloadMode   string      `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (docs/formats.md#payload-normalisation)."`
 	PayloadColumn *string     `json:"payload_column" doc:"Legacy alias overriding columns.payload."`
 	HeadersColumn *string     `json:"headers_column" doc:"Legacy alias overriding columns.headers."`
-	Columns       Columns     `json:"columns" doc:"Field to column mapping (data-shapes §9)."`
+	Columns       Columns     `json:"columns" doc:"Field to column mapping (docs/formats.md#sql-tables)."`
 	Idempotency   Idempotency `json:"idempotency" doc:"Key columns and how a message is identified."`
 	// The mapped layout (docs/sql.md#mapped-layout).
 	Layout         string        `json:"layout" enum:"audit,mapped" doc:"audit: one row per message in the audit layout; mapped: typed columns from mapping."`

@@ -1,7 +1,7 @@
 // Package telemetry holds nats-sink's observability plumbing: the core
-// metrics of spec observability.md §1 with their JSON snapshot file
-// (data-shapes §14), the metrics/health HTTP endpoint (§2) and the slog
-// setup (§3).
+// metrics of spec docs/observability.md#metrics with their JSON snapshot file
+// (docs/formats.md#metrics-snapshot), the metrics/health HTTP endpoint (docs/observability.md#health-endpoints) and the slog
+// setup (docs/observability.md#logs).
 //
 // Metrics are deliberately passive: every method on *Counter, *Gauge and
 // *Histogram is safe on a nil receiver and never returns an error, because

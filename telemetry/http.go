@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Readiness check values (observability.md §2). CheckOK means the check
+// Readiness check values (docs/observability.md#health-endpoints). CheckOK means the check
 // passes; every other value names why it fails.
 const (
 	CheckOK = "ok"
@@ -80,7 +80,7 @@ type HandlerOptions struct {
 }
 
 // NewHandler returns the handler of the metrics/health endpoint
-// (observability.md §2): /metrics, /healthz and /readyz for GET and HEAD,
+// (docs/observability.md#health-endpoints): /metrics, /healthz and /readyz for GET and HEAD,
 // 405 for other methods on those paths, 404 for every other path.
 func NewHandler(o HandlerOptions) http.Handler {
 	var metrics http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -175,7 +175,7 @@ type Server struct {
 
 // Listen binds addr (metrics.listen: "host:port", "[v6]:port", ":port") and
 // serves h in a goroutine that Shutdown stops. A bind error is returned so
-// the CLI can exit 1 (runtime §2 step 3).
+// the CLI can exit 1 (docs/delivery.md#start-up step 3).
 func Listen(addr string, h http.Handler) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

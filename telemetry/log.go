@@ -23,7 +23,7 @@ const MaxLogString = 10000
 const TruncatedSuffix = "...<truncated>"
 
 // logRateWindow is how long repeated identical failure records are
-// suppressed after one is emitted (observability.md §3).
+// suppressed after one is emitted (docs/observability.md#logs).
 const logRateWindow = 10 * time.Second
 
 // ParseLevel parses logging.level (trimmed, case-insensitive): DEBUG, INFO,
@@ -60,7 +60,7 @@ func LevelName(l slog.Level) string {
 	return "DEBUG"
 }
 
-// NewLogger returns the process logger of observability.md §3, writing to w
+// NewLogger returns the process logger of docs/observability.md#logs, writing to w
 // (stderr in the CLI). format is "json" or "text", level a logging.level
 // name; both are validated by the config package, so an unknown format
 // falls back to json and an unknown level to INFO rather than failing.

@@ -131,7 +131,7 @@ func (h *Histogram) Summary() Summary {
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // LatencyBuckets returns the bucket bounds of the latency histograms
-// (observability.md §1).
+// (docs/observability.md#metrics).
 func LatencyBuckets() []float64 {
 	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 }
@@ -147,7 +147,7 @@ func AgeBuckets() []float64 {
 	return []float64{0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 21600, 86400}
 }
 
-// Metrics holds every core metric of observability.md §1. Field names are
+// Metrics holds every core metric of docs/observability.md#metrics. Field names are
 // the metric names in CamelCase without the namespace. Use NewMetrics: a
 // Metrics literal has nil (no-op) metrics and a Snapshot of zeros.
 type Metrics struct {
@@ -268,7 +268,7 @@ type histogramSpec struct {
 	p          **Histogram
 }
 
-// counterSpecs lists the core counters in the order of observability.md §1.
+// counterSpecs lists the core counters in the order of docs/observability.md#metrics.
 // Both NewMetrics and Snapshot walk it, so a metric cannot be created
 // without appearing in the snapshot.
 func (m *Metrics) counterSpecs() []counterSpec {

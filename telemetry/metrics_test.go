@@ -85,7 +85,7 @@ func parseSnapshot(t *testing.T, b []byte) snapshotDoc {
 	d.DisallowUnknownFields()
 	var doc snapshotDoc
 	if err := d.Decode(&doc); err != nil {
-		t.Fatalf("snapshot is not the §14 document: %v\n%s", err, b)
+		t.Fatalf("snapshot is not the docs/observability.md document: %v\n%s", err, b)
 	}
 	return doc
 }

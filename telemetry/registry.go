@@ -9,7 +9,7 @@ import (
 )
 
 // NewRegistry returns a fresh registry holding the Go runtime and process
-// collectors (standard names, no namespace prefix; observability.md §1).
+// collectors (standard names, no namespace prefix; docs/observability.md#metrics).
 // Use one per process, never prometheus.DefaultRegisterer: tests create many.
 func NewRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()

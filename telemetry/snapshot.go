@@ -15,7 +15,7 @@ import (
 // SnapshotSchema is the "schema" value of the snapshot document.
 const SnapshotSchema = "nats_sinks.metrics.snapshot.v1"
 
-// snapshotAliases are the snapshot-only legacy names of observability.md §1.
+// snapshotAliases are the snapshot-only legacy names of docs/observability.md#metrics.
 func snapshotAliases() []string {
 	return []string{
 		"messages_received_total", "batches_written_total", "batch_write_seconds",
@@ -23,7 +23,7 @@ func snapshotAliases() []string {
 	}
 }
 
-// Snapshot returns the metrics snapshot document of data-shapes §14: ascii
+// Snapshot returns the metrics snapshot document of docs/formats.md#metrics-snapshot: ascii
 // compact canonical JSON followed by "\n". Names are un-prefixed; the legacy
 // aliases carry the value of their canonical metric. Counters are integers,
 // gauges and summary fields floats. build_info is not included: it is a
@@ -105,7 +105,7 @@ func jsonFloat(v float64) float64 {
 	return v
 }
 
-// A SnapshotWriter keeps the metrics snapshot file (data-shapes §14) up to
+// A SnapshotWriter keeps the metrics snapshot file (docs/formats.md#metrics-snapshot) up to
 // date. Set the fields, then call Run.
 type SnapshotWriter struct {
 	Metrics *Metrics     // required

@@ -1,5 +1,5 @@
 // Package tracing is nats-sink's OpenTelemetry tracing (spec observability.md
-// §4, config.md §8): W3C Trace Context and Baggage propagation through NATS
+// docs/tracing.md, docs/configuration.md#tracing): W3C Trace Context and Baggage propagation through NATS
 // headers, the per-message consume span, the write span, the DLQ publish span
 // and sink client spans, exported over OTLP/HTTP (protobuf), OTLP/gRPC or as
 // JSON lines on stdout.
@@ -12,7 +12,7 @@
 //
 // # Spans of one batch
 //
-// Per observability §4, every message gets its own CONSUMER span
+// Per docs/tracing.md, every message gets its own CONSUMER span
 // "process <nats.subject>" (the configured subject pattern, which keeps span
 // names low-cardinality; the concrete subject is messaging.destination.name).
 // It is a child of the producer's span extracted from the message's
@@ -48,7 +48,7 @@
 // which would write unstructured lines to stderr. Shutdown flushes for at
 // most 5 s.
 //
-// The endpoint (config.md §8): with tracing.endpoint null, the exporters read
+// The endpoint (docs/configuration.md#tracing): with tracing.endpoint null, the exporters read
 // the standard OTEL_EXPORTER_OTLP_* variables themselves, falling back to
 // http://localhost:4318/v1/traces (HTTP) or localhost:4317 (gRPC). A
 // configured http endpoint without a path (or with "/") posts to /v1/traces,

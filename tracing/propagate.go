@@ -56,7 +56,7 @@ func extract(ctx context.Context, h sink.Headers) context.Context {
 }
 
 // Headers returns the trace headers to send downstream for env, keyed by
-// their lower-case names (observability.md §4):
+// their lower-case names (docs/tracing.md):
 //
 //   - when ctx carries a valid span (a client or DLQ span, or the message
 //     span when ctx is WriteBatch's write context), the traceparent and

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Outcome is a message span's nats_sink.outcome (observability.md §4).
+// Outcome is a message span's nats_sink.outcome (docs/tracing.md).
 type Outcome string
 
 // The outcomes of one message.
@@ -26,7 +26,7 @@ const (
 	OutcomeLeftUnacked  Outcome = "left_unacked"
 )
 
-// maxLinks bounds a write span's links (observability.md §4: ≤ 128).
+// maxLinks bounds a write span's links (docs/tracing.md: ≤ 128).
 const maxLinks = 128
 
 // maxDescription bounds a span status description in bytes.

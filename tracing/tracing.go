@@ -27,7 +27,7 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 )
 
-// Exporter names (config.md §8 tracing.exporter).
+// Exporter names (docs/configuration.md#tracing tracing.exporter).
 const (
 	ExporterOTLPHTTP = "otlp-http"
 	ExporterOTLPGRPC = "otlp-grpc"
@@ -37,7 +37,7 @@ const (
 // ScopeName is the instrumentation scope of every span nats-sink starts.
 const ScopeName = "github.com/nats-sinks/nats-sink"
 
-// ShutdownTimeout bounds the final flush (observability.md §4).
+// ShutdownTimeout bounds the final flush (docs/tracing.md).
 const ShutdownTimeout = 5 * time.Second
 
 // defaultHTTPPath is the OTLP/HTTP traces path appended to an endpoint
@@ -251,7 +251,7 @@ func exportHeaders(cfg *config.Tracing, env config.Env) (map[string]string, erro
 	return h, nil
 }
 
-// newResource describes this process (observability.md §4). The resource is
+// newResource describes this process (docs/tracing.md). The resource is
 // built by hand rather than with resource.Default, which reads the process
 // environment directly and would let OTEL_SERVICE_NAME override the
 // configured name.
@@ -300,7 +300,7 @@ func parseResourceAttributes(s string) []attribute.KeyValue {
 }
 
 // instanceID returns a random UUID (version 4): service.instance.id is
-// random per process (observability.md §4).
+// random per process (docs/tracing.md).
 func instanceID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

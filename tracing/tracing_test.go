@@ -130,7 +130,7 @@ func flow(t *testing.T, tr *tracing.Tracer) nats.Header {
 	return h
 }
 
-// checkFlow checks the spans of flow against observability.md §4.
+// checkFlow checks the spans of flow against docs/tracing.md.
 func checkFlow(t *testing.T, spans []span, injected nats.Header) {
 	t.Helper()
 	if len(spans) != 4 {

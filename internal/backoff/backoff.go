@@ -1,4 +1,4 @@
-// Package backoff is the retry-delay formula of runtime §5, shared by the
+// Package backoff is the retry-delay formula of docs/delivery.md#retries-and-back-off, shared by the
 // runner's NAK delays and the sinks that retry inside a write (http, s3): the
 // raw delay of the mode, capped, then jittered with a draw from crypto/rand.
 package backoff
@@ -58,7 +58,7 @@ func (p Policy) Delay(attempt int, u float64) time.Duration {
 }
 
 // Draw returns u = (uniform integer 0..999 999) / 10⁶ from the operating
-// system's CSPRNG, as runtime §5 prescribes. If the CSPRNG fails, which
+// system's CSPRNG, as docs/delivery.md#retries-and-back-off prescribes. If the CSPRNG fails, which
 // crypto/rand documents as not happening on supported platforms, it returns
 // 0.5 so that retries still spread.
 func Draw() float64 {

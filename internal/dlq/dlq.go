@@ -1,4 +1,4 @@
-// Package dlq builds dead-letter messages (spec data-shapes §8): the body and
+// Package dlq builds dead-letter messages (spec docs/formats.md#dead-letter-messages): the body and
 // every header. Publishing is the runner's job.
 package dlq
 
@@ -48,7 +48,7 @@ type Message struct {
 	MsgID string
 }
 
-// Header names set on dead-letter messages (data-shapes §8.2).
+// Header names set on dead-letter messages (docs/formats.md#dlq-headers).
 const (
 	HeaderErrorType       = "Nats-Sinks-Error-Type"
 	HeaderOriginalSubject = "Nats-Sinks-Original-Subject"
@@ -68,7 +68,7 @@ const MsgIDPrefix = "nats-sinks-dlq:"
 const maxReason = 512
 
 // traceHeaders are copied verbatim from the original message: what
-// data-shapes §8.2 asks for with tracing disabled. With tracing enabled the
+// docs/formats.md#dlq-headers asks for with tracing disabled. With tracing enabled the
 // runner replaces them, before publishing, with the context of the dead
 // letter's own publish span (tracing.Inject), so Build needs no tracer.
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
@@ -112,7 +112,7 @@ func Build(e *sink.Envelope, f Failure, o Options, failedAt time.Time) Message {
 	return m
 }
 
-// buildBody returns the DLQ body document of data-shapes §8.1 for e; key is the
+// buildBody returns the DLQ body document of docs/formats.md#dlq-body for e; key is the
 // core idempotency key when hasKey. Members are in canonical key order, so
 // jsonx encodes the object without sorting (optional members are appended
 // where they fall in that order).

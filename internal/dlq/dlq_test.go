@@ -53,7 +53,7 @@ func TestGoldenBodies(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			got := Build(tt.e, tt.f, tt.o, failedAt).Body
 			if want := golden(t, tt.file); !bytes.Equal(got, want) {
-				t.Errorf("DLQ body differs from data-shapes §8.1 (-want +got):\n%s", cmp.Diff(string(want), string(got)))
+				t.Errorf("DLQ body differs from docs/formats.md#dlq-body (-want +got):\n%s", cmp.Diff(string(want), string(got)))
 			}
 		})
 	}

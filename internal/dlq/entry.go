@@ -23,7 +23,7 @@ const (
 )
 
 // An Entry is one message read back from the DLQ subject: its place in the
-// DLQ stream, the body's fields (data-shapes §8.1) and, where the body
+// DLQ stream, the body's fields (docs/formats.md#dlq-body) and, where the body
 // lacks one, the value of the DLQ headers Build sets (original subject,
 // stream, error type). Bodies of nats-sinks 0.3.0 (no payload object) are
 // read the same way.
@@ -193,7 +193,7 @@ func (f *Filter) Match(e *Entry) bool {
 	return true
 }
 
-// headerValue is the case-insensitive header lookup of data-shapes §2.1:
+// headerValue is the case-insensitive header lookup of docs/formats.md#metadata-document:
 // the canonical spelling when present, else the byte-wise smallest name
 // equal to it ignoring ASCII case; the last value.
 func headerValue(h map[string][]string, name string) string {

@@ -13,7 +13,7 @@ import (
 )
 
 // Write calls write for the envelopes of batch and returns one result per
-// envelope, in batch order (sinks.md §0.1).
+// envelope, in batch order (docs/library.md#the-sink-boundary).
 //
 // With concurrency 1 (or a batch of one) the messages go in order, and
 // after a Temporary or Destination result the rest are NotAttempted: the

@@ -511,10 +511,10 @@ var (
 	numberString = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:_[0-9]+)*(?:\.(?:[0-9]+(?:_[0-9]+)*)?)?|\.[0-9]+(?:_[0-9]+)*)(?:[eE][+-]?[0-9]+(?:_[0-9]+)*)?$`)
 )
 
-// asciiSpace is the whitespace config.md §1.3 trims from numeric strings.
+// asciiSpace is the whitespace docs/configuration.md#compatible-coercions trims from numeric strings.
 const asciiSpace = " \t\n\r\v\f"
 
-// coerceInt applies the integer coercions of config.md §1.3. text is the
+// coerceInt applies the integer coercions of docs/configuration.md#compatible-coercions. text is the
 // value as shown in range messages; a value outside int64 is clamped so the
 // range check fails with its original text.
 func coerceInt(val any, strict bool) (int64, string, bool) {
@@ -563,7 +563,7 @@ func parseIntText(s string) (int64, string, bool) {
 	return n, strconv.FormatInt(n, 10), true
 }
 
-// coerceNumber applies the number coercions of config.md §1.3.
+// coerceNumber applies the number coercions of docs/configuration.md#compatible-coercions.
 func coerceNumber(val any, strict bool) (float64, bool) {
 	switch v := val.(type) {
 	case jsonx.Integer:
@@ -590,7 +590,7 @@ func coerceNumber(val any, strict bool) (float64, bool) {
 	return 0, false
 }
 
-// CoerceBool applies the boolean coercions of config.md §1.3 to a tree
+// CoerceBool applies the boolean coercions of docs/configuration.md#compatible-coercions to a tree
 // value: JSON booleans, the strings true/false/yes/no/on/off/t/f/y/n/1/0
 // (any case, no padding) and the numbers 0 and 1.
 func CoerceBool(val any) (value, ok bool) { return coerceBool(val) }

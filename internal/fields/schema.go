@@ -9,7 +9,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 )
 
-// Mask replaces secret values in effective configurations (config.md §10).
+// Mask replaces secret values in effective configurations (docs/security.md#secret-hygiene).
 const Mask = "********"
 
 // Effective returns v (a struct or pointer to one) as a JSON-ready tree for
@@ -84,7 +84,7 @@ func effectiveValue(v reflect.Value) any {
 }
 
 // Coercion notes for schema descriptions: the loader accepts these forms
-// (config.md §1.3) although the schema states the canonical type.
+// (docs/configuration.md#compatible-coercions) although the schema states the canonical type.
 const (
 	intNote    = "Also accepted (compat): a number with zero fraction (5.0) or a string holding a decimal integer (\" +1_000 \", \"5.00\")."
 	numberNote = "Also accepted (compat): a string holding a finite decimal number (\"2.5\", \"1e3\")."

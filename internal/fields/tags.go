@@ -1,9 +1,9 @@
 // Package fields is nats-sink's one declarative configuration decoder. Every
 // configuration section and every sink's Config is a plain Go struct that
 // already holds its defaults; Decode fills it from a jsonx tree following the
-// loading rules of spec config.md §1 (strict keys, §1.3 coercions, every
+// loading rules of spec docs/configuration.md#how-a-file-is-loaded (strict keys, docs/delivery.md#the-guarantee coercions, every
 // problem with its JSON path), and Schema generates the JSON Schema from the
-// same types, so validation and schema cannot drift apart (config.md §1.6).
+// same types, so validation and schema cannot drift apart (docs/configuration.md).
 //
 // # Struct tags
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// NormaliseHeaders applies data-shapes §2.1: last value per name, names and
+// NormaliseHeaders applies docs/formats.md#metadata-document: last value per name, names and
 // values trimmed of ASCII whitespace, invalid names dropped, invalid UTF-8 in
 // values replaced by U+FFFD per maximal subpart. The result is never nil.
 //
@@ -91,7 +91,7 @@ func validName(s string) bool {
 }
 
 // ValidUTF8 returns s with each maximal subpart of an ill-formed UTF-8
-// sequence replaced by one U+FFFD (Unicode §3.9, "U+FFFD Substitution of
+// sequence replaced by one U+FFFD (Unicode docs/delivery.md#fetching-and-in-flight-batches, "U+FFFD Substitution of
 // Maximal Subparts"), as Python's decoder with errors="replace" does. Go's
 // strings.ToValidUTF8 replaces whole runs and a range loop replaces every
 // byte, so neither matches: e2 82 41 is "\uFFFDA" here. s is returned

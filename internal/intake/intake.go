@@ -1,5 +1,5 @@
 // Package intake builds sink.Envelopes from received JetStream messages
-// (spec data-shapes §2): header normalisation, JetStream metadata from the
+// (spec docs/formats.md#metadata-document): header normalisation, JetStream metadata from the
 // ACK reply subject, payload presence (headers-only), message id and
 // metadata resolution. Pure functions, no I/O.
 package intake
@@ -49,7 +49,7 @@ func Build(m Message, r *metadata.Resolver, now time.Time) *sink.Envelope {
 }
 
 // messageID returns the first non-empty value among the three message-id
-// headers (data-shapes §2). Values are not trimmed beyond normalisation.
+// headers (docs/formats.md#metadata-document). Values are not trimmed beyond normalisation.
 func messageID(h sink.Headers) string {
 	for _, name := range [...]string{"Nats-Msg-Id", "Nats-Message-Id", "message-id"} {
 		if v, ok := h.Get(name); ok && v != "" {
@@ -60,7 +60,7 @@ func messageID(h sink.Headers) string {
 }
 
 // Presence classifies the payload from the Nats-Msg-Size header and the
-// delivered body length n (data-shapes §2.3, quirk fix Q7).
+// delivered body length n (docs/headers-only.md, docs/migrating.md Q7).
 func Presence(h sink.Headers, n int) sink.PayloadPresence {
 	p := sink.PayloadPresence{Present: true, OriginalSize: int64(n)}
 	raw, ok := h.Get("Nats-Msg-Size")
@@ -152,7 +152,7 @@ const (
 // possibly a trailing random token (the client accepts 11 so that the 12th
 // may be dropped by future servers; so do we). Domain "_" means none. Unlike
 // the client, which reads an unparseable number as 0, an invalid, negative
-// or overflowing number is unknown (data-shapes §2). ok is false when reply
+// or overflowing number is unknown (docs/formats.md#metadata-document). ok is false when reply
 // is not an ACK subject; then every field is unknown.
 func ParseAckSubject(reply string) (a Ack, ok bool) {
 	a.Pending = -1

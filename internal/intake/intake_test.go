@@ -98,7 +98,7 @@ func TestParseAckSubject(t *testing.T) {
 	}
 }
 
-// TestPresence covers every row of data-shapes §2.3.
+// TestPresence covers every row of docs/headers-only.md.
 func TestPresence(t *testing.T) {
 	for _, tt := range []struct {
 		name string

@@ -27,7 +27,7 @@ const maxEncodeDepth = 10 * MaxDepth
 // builders point at envelope fields instead of copying them.
 //
 // Strings should be valid UTF-8. Should one not be, each maximal invalid
-// subsequence (the rule of data-shapes §2.1) is written as U+FFFD, so the
+// subsequence (the rule of docs/formats.md#metadata-document) is written as U+FFFD, so the
 // output is always valid JSON.
 func Marshal(v any, f Flavour) []byte {
 	buf := scratch.Get().(*[]byte)
@@ -405,7 +405,7 @@ func appendU(dst []byte, r rune) []byte {
 }
 
 // maximalSubpart returns the length of the maximal subpart of an ill-formed
-// UTF-8 sequence at the start of s (Unicode §3.9, "U+FFFD substitution of
+// UTF-8 sequence at the start of s (Unicode docs/formats.md#metadata-document, "U+FFFD substitution of
 // maximal subparts"): the longest prefix that could begin a well-formed
 // sequence, or 1. s must start with an invalid sequence.
 func maximalSubpart(s string) int {
@@ -437,7 +437,7 @@ func maximalSubpart(s string) int {
 	return n
 }
 
-// FormatFloat renders f like Python's repr (data-shapes §1): "0.0", "42.5",
+// FormatFloat renders f like Python's repr (docs/formats.md#json-encoding): "0.0", "42.5",
 // "1e-05", "1e+16". It panics if f is NaN or infinite.
 func FormatFloat(f float64) string {
 	var buf [32]byte

@@ -134,7 +134,7 @@ func checkReencodes(t *testing.T, v any) {
 }
 
 // compareWithEncodingJSON checks that, for ASCII input, we accept exactly
-// what encoding/json's syntax check accepts, except where §1.2 is
+// what encoding/json's syntax check accepts, except where docs/formats.md#json-encoding is
 // deliberately stricter than it: duplicate keys, lone surrogate escapes
 // (which it turns into U+FFFD), float overflow, integer digits and depth
 // (json.Valid checks none of these).

@@ -13,10 +13,10 @@ import (
 // which holds upstream's output as normative golden data, so this package's
 // tests never depend on the spec directory being present:
 //
-//	payload_envelopes.ascii.jsonl    §4, the three payload envelopes
-//	encryption_envelopes.ascii.jsonl §6, the three encryption test vectors
-//	dlq_bodies.ascii.jsonl           §8.1, the two DLQ bodies
-//	file_record.pretty.json          §7.2, the pretty file record
+//	payload_envelopes.ascii.jsonl    docs/formats.md#payload-normalisation, the three payload envelopes
+//	encryption_envelopes.ascii.jsonl docs/formats.md#encryption-envelope, the three encryption test vectors
+//	dlq_bodies.ascii.jsonl           docs/formats.md#dlq-body, the two DLQ bodies
+//	file_record.pretty.json          docs/formats.md#file-records, the pretty file record
 func TestGoldenASCIICompact(t *testing.T) {
 	for _, file := range []string{
 		"payload_envelopes.ascii.jsonl",

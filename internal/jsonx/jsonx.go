@@ -1,6 +1,6 @@
 // Package jsonx is nats-sink's one JSON parser and encoder: the strict parser
-// of spec data-shapes §1.2 (payloads, encryption envelopes, configuration
-// files) and the canonical encoder of data-shapes §1 (sorted keys, compact or
+// of spec docs/formats.md#json-encoding (payloads, encryption envelopes, configuration
+// files) and the canonical encoder of docs/formats.md#json-encoding (sorted keys, compact or
 // pretty layout, utf8 or ascii flavour, Python-compatible float rendering).
 //
 // Parsed values are nil, bool, string, Integer, float64, []any and
@@ -32,7 +32,7 @@ const (
 	ASCII
 )
 
-// Limits of the strict parser (data-shapes §1.2).
+// Limits of the strict parser (docs/formats.md#json-encoding).
 const (
 	// MaxDepth is the deepest nesting of arrays and objects Parse accepts:
 	// a document with MaxDepth nested containers is valid, one more is not.
@@ -81,7 +81,7 @@ func (e *SyntaxError) Error() string {
 //
 // Keys appear literally (no quoting), so a key containing "." or "[" makes
 // the path ambiguous; this matches the configuration error format of
-// config.md §1.5. Elements of a root-level array have paths "[0]", "[1]"…
+// docs/configuration.md#how-a-file-is-loaded. Elements of a root-level array have paths "[0]", "[1]"…
 type PathError struct {
 	Path, Message string
 }

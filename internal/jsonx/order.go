@@ -12,7 +12,7 @@ type KeyOrder int
 
 const (
 	// CanonicalOrder is code-point order of keys: what Marshal writes
-	// (data-shapes §1).
+	// (docs/formats.md#json-encoding).
 	CanonicalOrder KeyOrder = iota
 	// JSONBOrder is PostgreSQL jsonb's storage order: shorter keys (in
 	// UTF-8 bytes) first, then byte-wise. PostgreSQL sorts every object

@@ -1,6 +1,6 @@
 // Package logtest checks log output in tests: that no payload, header value
 // or secret appears, and that records carry only the allowed keys
-// (observability.md §3). It lives apart from package telemetry so that the
+// (docs/observability.md#logs). It lives apart from package telemetry so that the
 // binary does not link package testing.
 package logtest
 
@@ -14,7 +14,7 @@ import (
 )
 
 // AllowedLogKeys returns the keys a JSON log record may carry
-// (observability.md §3): time, level, msg, component, the context keys, and
+// (docs/observability.md#logs): time, level, msg, component, the context keys, and
 // suppressed (added by the rate limiter). The keys only allowed on the
 // "starting" record (version, durable, batch_size, in_flight, dlq,
 // encryption, tracing, metrics_listen) are included; AssertLogKeys checks

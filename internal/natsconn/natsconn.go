@@ -1,6 +1,6 @@
 // Package natsconn turns NATS connection settings (natsconfig.Connection:
 // the nats section, or the NATS republish sink's connection object) into
-// nats.go client options, the same way for both (spec runtime.md §16).
+// nats.go client options, the same way for both (spec docs/security.md#authenticating-to-nats).
 //
 // Everything the client would otherwise only discover while connecting —
 // an unset environment variable, an unreadable or malformed credentials,
@@ -12,14 +12,14 @@
 //
 // Decisions where the spec is silent:
 //   - Seed URLs are tried in the configured order (nats.DontRandomize):
-//     runtime §16 calls them ordered, and an operator listing a primary before
+//     docs/security.md#authenticating-to-nats calls them ordered, and an operator listing a primary before
 //     a disaster-recovery cluster means it.
 //   - An authentication error while reconnecting does not end the connection
 //     after the second attempt, as nats.go does by default: the client keeps
 //     retrying within max_reconnect_attempts, so credentials rotated on the
 //     server (or a refreshed creds file) are picked up without a restart.
 //     The files are re-read on every connection attempt for the same reason.
-//   - tls_verify false on its own does not switch TLS on (runtime §16 lists
+//   - tls_verify false on its own does not switch TLS on (docs/security.md#authenticating-to-nats lists
 //     what does); it applies when the server requires TLS and the client
 //     upgrades.
 package natsconn
@@ -184,7 +184,7 @@ func Options(c *natsconfig.Connection, path string, env func(name string) (strin
 }
 
 // UsesTLS reports whether the connection uses TLS by configuration
-// (runtime §16): a TLS file is set or a URL has the tls or wss scheme. The
+// (docs/security.md#authenticating-to-nats): a TLS file is set or a URL has the tls or wss scheme. The
 // client also upgrades when the server requires TLS.
 func UsesTLS(c *natsconfig.Connection) bool {
 	if c.TLSCAFile != nil || c.TLSCertFile != nil || c.TLSKeyFile != nil {

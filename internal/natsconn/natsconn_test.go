@@ -490,7 +490,7 @@ func TestTLS(t *testing.T) {
 		c.TLSVerify = false
 		nc := mustConnect(t, c, nil)
 		if _, err := nc.TLSConnectionState(); err == nil {
-			t.Error("connection uses TLS; want plain (runtime §16 lists what enables TLS)")
+			t.Error("connection uses TLS; want plain (docs/security.md#authenticating-to-nats lists what enables TLS)")
 		}
 	})
 	t.Run("CA file without a certificate", func(t *testing.T) {

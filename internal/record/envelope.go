@@ -13,16 +13,16 @@ import (
 // labels_list, message_id, payload_info, priority, schema, schema_version,
 // stream, stream_sequence and subject.
 //
-// The file record (data-shapes §7), the HTTP body (§10), the S3 object and
-// sidecar (§11), the Kafka value (§12) and the NATS body (§13) are one
+// The file record (docs/formats.md#file-records), the HTTP body (docs/formats.md#http-body), the S3 object and
+// sidecar (docs/formats.md#s3-objects), the Kafka value (docs/formats.md#kafka-records) and the NATS body (docs/formats.md#nats-republish-messages) are one
 // document with these differences, so one builder keeps them from drifting
 // apart: a member added to one shape by hand would be missed in the others.
 type EnvelopeOptions struct {
 	// Schema is the value of "schema", e.g. "nats_sinks.http.message.v1".
 	Schema string
 	// LabelSeparator joins the scalar "labels" member: ";" is the storage
-	// form (data-shapes §2.4); the HTTP and NATS envelopes keep "," for
-	// upstream compatibility (§10, §13).
+	// form (docs/configuration.md#priority-classification-and-labels); the HTTP and NATS envelopes keep "," for
+	// upstream compatibility (docs/formats.md#http-body, docs/formats.md#nats-republish-messages).
 	LabelSeparator string
 
 	// IdempotencyKey adds "idempotency_key" with Key as its value, null
@@ -30,7 +30,7 @@ type EnvelopeOptions struct {
 	IdempotencyKey bool
 	Key            string
 
-	// Metadata adds "metadata", the standard metadata document (§3) stored
+	// Metadata adds "metadata", the standard metadata document (docs/formats.md#metadata-document) stored
 	// at StoredAt. MetadataCustody gives that document its top-level
 	// "custody": null (the S3 object has it, the other shapes do not).
 	Metadata        bool

@@ -12,10 +12,10 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// TestGoldenMessageEnvelope checks the envelope of the §7.2 message with
+// TestGoldenMessageEnvelope checks the envelope of the docs/formats.md#file-records message with
 // every optional member on, and extra members that sort before the first,
 // between two, and after the last built-in member, against
-// testdata/message_envelope_all.json. That file is the §7.2 compact file
+// testdata/message_envelope_all.json. That file is the docs/formats.md#file-records compact file
 // record (file_record_compact.json) with only these changes: schema,
 // idempotency_key, ","-joined labels, custody in metadata, and the three
 // extra members.
@@ -160,7 +160,7 @@ func TestMessageEnvelopeOptions(t *testing.T) {
 }
 
 // TestMessageEnvelopeIsFileRecord pins the one shape built here whose
-// golden is normative (data-shapes §7.2) to the builder's file options.
+// golden is normative (docs/formats.md#file-records) to the builder's file options.
 func TestMessageEnvelopeIsFileRecord(t *testing.T) {
 	e := shapestest.Golden()
 	p, err := NormalisePayload(e, JSONOrEnvelope)
@@ -171,7 +171,7 @@ func TestMessageEnvelopeIsFileRecord(t *testing.T) {
 		StoredAt: shapestest.Stored, Custody: true, MissionMetadata: true, SecurityLabels: true})
 	got := append(jsonx.Marshal(doc, jsonx.UTF8), '\n')
 	if want := readGolden(t, "file_record_compact.json"); !bytes.Equal(got, want) {
-		t.Errorf("file-record options differ from data-shapes §7.2 (-want +got):\n%s", cmp.Diff(string(want), string(got)))
+		t.Errorf("file-record options differ from docs/formats.md#file-records (-want +got):\n%s", cmp.Diff(string(want), string(got)))
 	}
 }
 

@@ -52,7 +52,7 @@ func TestGoldenFileRecord(t *testing.T) {
 			got := append(tt.encode(doc, jsonx.UTF8), '\n')
 			want := readGolden(t, tt.file)
 			if !bytes.Equal(got, want) {
-				t.Errorf("file record differs from data-shapes §7.2 (-want +got):\n%s", cmp.Diff(string(want), string(got)))
+				t.Errorf("file record differs from docs/formats.md#file-records (-want +got):\n%s", cmp.Diff(string(want), string(got)))
 			}
 		})
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Filename strategies of the file sink (sinks.md §1).
+// Filename strategies of the file sink (docs/file-sink.md).
 const (
 	StrategyStreamSequence = "stream_sequence"
 	StrategyMessageID      = "message_id"
@@ -18,10 +18,10 @@ const (
 )
 
 // ErrNoCoreKey is the text of the ValidationError CoreKey returns when no
-// idempotency material exists (data-shapes §5).
+// idempotency material exists (docs/formats.md#idempotency-keys).
 var ErrNoCoreKey = errors.New("payload-sha256 idempotency fallback is unavailable because the original payload bytes were omitted")
 
-// CoreKey returns the core idempotency key (§5), or an error wrapped with
+// CoreKey returns the core idempotency key (docs/formats.md#idempotency-keys), or an error wrapped with
 // sink.AsPermanentType(sink.ValidationError, …) when no material exists.
 func CoreKey(e *sink.Envelope) (string, error) {
 	switch {
@@ -203,7 +203,7 @@ func (st Stored) Identity(strategy string) (string, bool) {
 	return byPayload()
 }
 
-// Safe is the path-component sanitiser of §7.1 with the given fallback
+// Safe is the path-component sanitiser of docs/formats.md#file-names with the given fallback
 // ("stream", "message" or "subject"): each maximal run of characters outside
 // [A-Za-z0-9._-] becomes one '_'; leading and trailing '.', '_' and '-' are
 // stripped; an empty result becomes <fallback>-<16 hex of sha256(v)>, and

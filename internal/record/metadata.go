@@ -1,8 +1,8 @@
 // Package record builds the byte-compatible documents of spec data-shapes:
-// times (§1.1), the standard metadata document (§3), payload normalisation
-// (§4), idempotency keys and file stems (§5, §7.1), and the message envelope
-// that the file record (§7), the HTTP body (§10), the S3 object and sidecar
-// (§11), the Kafka value (§12) and the NATS body (§13) share. Pure
+// times (docs/formats.md#json-encoding), the standard metadata document (docs/formats.md#metadata-document), payload normalisation
+// (docs/formats.md#payload-normalisation), idempotency keys and file stems (docs/formats.md#idempotency-keys, docs/formats.md#file-names), and the message envelope
+// that the file record (docs/formats.md#file-records), the HTTP body (docs/formats.md#http-body), the S3 object and sidecar
+// (docs/formats.md#s3-objects), the Kafka value (docs/formats.md#kafka-records) and the NATS body (docs/formats.md#nats-republish-messages) share. Pure
 // functions, no I/O.
 //
 // Documents are jsonx trees (jsonx.Object in canonical key order, nil for
@@ -25,7 +25,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Message-creation sources (data-shapes §3).
+// Message-creation sources (docs/formats.md#metadata-document).
 const (
 	SourceNatsTimeStamp = "nats_time_stamp"
 	SourceJetStream     = "jetstream_timestamp"
@@ -33,7 +33,7 @@ const (
 )
 
 // reservedHeaders are stored under this canonical spelling when present in
-// any case (data-shapes §3).
+// any case (docs/formats.md#metadata-document).
 var reservedHeaders = [...]string{
 	"Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
 	"Nats-Expected-Last-Sequence", "Nats-Expected-Last-Subject-Sequence",
@@ -46,7 +46,7 @@ var reservedHeaders = [...]string{
 	"Accept-Encoding",
 }
 
-// Created is a message's creation time as resolved by data-shapes §3.
+// Created is a message's creation time as resolved by docs/formats.md#metadata-document.
 type Created struct {
 	Time      time.Time // zero when missing
 	Source    string    // SourceNatsTimeStamp, SourceJetStream or SourceMissing
@@ -56,7 +56,7 @@ type Created struct {
 }
 
 // CreatedAt resolves the creation time of e: a parseable Nats-Time-Stamp,
-// else the JetStream timestamp (µs, §1.1), else missing. Kafka's record
+// else the JetStream timestamp (µs, docs/formats.md#json-encoding), else missing. Kafka's record
 // timestamp and the freshness metrics use it too.
 func CreatedAt(e *sink.Envelope) Created {
 	var c Created
@@ -76,7 +76,7 @@ func CreatedAt(e *sink.Envelope) Created {
 	return c
 }
 
-// Metadata returns the standard metadata document v1 (§3) for e, stored at
+// Metadata returns the standard metadata document v1 (docs/formats.md#metadata-document) for e, stored at
 // storedAt. withCustody adds the top-level "custody" key (the envelope's custody document, or null) (SQL sinks,
 // S3 envelope).
 //
@@ -190,7 +190,7 @@ type metaMembers struct {
 type metaFacts struct {
 	received, stored time.Time // microsecond precision
 	created          Created
-	// jetStream is the JetStream timestamp at microsecond precision (§1.1),
+	// jetStream is the JetStream timestamp at microsecond precision (docs/formats.md#json-encoding),
 	// when hasJetStream.
 	jetStream    time.Time
 	hasJetStream bool
@@ -228,7 +228,7 @@ func epochValue(slot *int64, t time.Time) any {
 }
 
 // PayloadObject returns the "payload" object shared by the metadata
-// document (§3) and the DLQ body (§8.1).
+// document (docs/formats.md#metadata-document) and the DLQ body (docs/formats.md#dlq-body).
 func PayloadObject(e *sink.Envelope) jsonx.Object {
 	var o struct {
 		members   [7]jsonx.Member
@@ -289,7 +289,7 @@ func Labels(e *sink.Envelope) []string {
 	return e.Labels
 }
 
-// JoinLabels is the scalar storage form of labels (data-shapes §2.4): the
+// JoinLabels is the scalar storage form of labels (docs/configuration.md#priority-classification-and-labels): the
 // items joined with sep, or null when there are none.
 func JoinLabels(labels []string, sep string) any {
 	if len(labels) == 0 {
@@ -327,7 +327,7 @@ type reservedHeader struct{ key, value string }
 const inlineReserved = 16
 
 // reservedMembers appends the members of the reserved_headers object of h
-// (data-shapes §3) to buf, sorted by key in canonical order, and returns the
+// (docs/formats.md#metadata-document) to buf, sorted by key in canonical order, and returns the
 // result: canonical reserved names first, then every other header whose
 // name starts with "nats-" in any case, under its own spelling unless that
 // exact spelling is already a key.

@@ -119,7 +119,7 @@ const (
 	valStoredNS
 )
 
-// The objects of the metadata document (data-shapes §3), each a table of
+// The objects of the metadata document (docs/formats.md#metadata-document), each a table of
 // key and value, in any order: metaObject sorts them. Metadata builds the
 // same objects as literals; the equality tests hold the two together.
 var (

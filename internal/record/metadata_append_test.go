@@ -43,7 +43,7 @@ func TestAppendMetadataGolden(t *testing.T) {
 }
 
 // TestAppendMetadataGoldenFile checks the streaming writer against the
-// metadata member of the data-shapes §7.2 golden record directly.
+// metadata member of the docs/formats.md#file-records golden record directly.
 func TestAppendMetadataGoldenFile(t *testing.T) {
 	var record struct{ Metadata json.RawMessage }
 	if err := json.Unmarshal(readGolden(t, "file_record_compact.json"), &record); err != nil {
@@ -51,7 +51,7 @@ func TestAppendMetadataGoldenFile(t *testing.T) {
 	}
 	got := AppendMetadata(nil, shapestest.Golden(), shapestest.Stored, false, jsonx.UTF8, jsonx.CanonicalOrder)
 	if !bytes.Equal(got, record.Metadata) {
-		t.Errorf("AppendMetadata of the golden envelope differs from data-shapes §7.2 (-want +got):\n%s",
+		t.Errorf("AppendMetadata of the golden envelope differs from docs/formats.md#file-records (-want +got):\n%s",
 			cmp.Diff(string(record.Metadata), string(got)))
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 )
 
-// ISO formats a time as data-shapes §1.1 ISO string (µs, "+00:00"):
+// ISO formats a time as docs/formats.md#json-encoding ISO string (µs, "+00:00"):
 // YYYY-MM-DDTHH:MM:SS+00:00, with .ffffff before the offset only when the
 // microsecond part is non-zero, as Python's datetime.isoformat() does.
 // Sub-microsecond digits are truncated.
@@ -29,7 +29,7 @@ func AppendISO(b []byte, t time.Time) []byte {
 }
 
 // FailedAt formats t as the x-failed-at header: YYYY-MM-DDTHH:MM:SS.sssZ in
-// UTC, milliseconds truncated (data-shapes §1.1).
+// UTC, milliseconds truncated (docs/formats.md#json-encoding).
 func FailedAt(t time.Time) string {
 	t = t.UTC()
 	b := appendDateTime(make([]byte, 0, 24), t, 'T')
@@ -70,7 +70,7 @@ func appendPadded(b []byte, v, width int) []byte {
 }
 
 // JetStreamTime converts a JetStream timestamp to microsecond precision the
-// way upstream does (float seconds, round half to even), §1.1: the client
+// way upstream does (float seconds, round half to even), docs/formats.md#json-encoding: the client
 // divides the nanosecond token by 1e9 into a float, and Python's
 // datetime.fromtimestamp splits that with modf and rounds the fraction's
 // microseconds half to even. This is not truncation: …123456789 ns becomes
@@ -112,7 +112,7 @@ func epochNS(t time.Time) (int64, *big.Int) {
 	return 0, n.Add(n, big.NewInt(int64(t.Nanosecond())))
 }
 
-// EpochNS returns the epoch-ns JSON value of t (data-shapes §1.1): an int64
+// EpochNS returns the epoch-ns JSON value of t (docs/formats.md#json-encoding): an int64
 // when it fits, else an exact jsonx.Integer.
 func EpochNS(t time.Time) any {
 	n, b := epochNS(t)
@@ -127,7 +127,7 @@ const exact = 1 << 53
 
 // AgeSeconds returns max(0, (later − earlier) / 1e9) seconds as the
 // correctly rounded float64 of the exact ratio, as Python's int / int is
-// (data-shapes §3). When |d| ≤ 2^53 both operands of float64(d)/1e9 are
+// (docs/formats.md#metadata-document). When |d| ≤ 2^53 both operands of float64(d)/1e9 are
 // exact and IEEE division rounds correctly, so the fast path is exact; beyond
 // that the conversion of d itself rounds, so largeSeconds divides in
 // integers, and big.Rat handles times whose nanoseconds overflow int64.

@@ -2,7 +2,7 @@ package record
 
 import "time"
 
-// ParseTimeStamp parses a Nats-Time-Stamp header value (data-shapes §3, Q26):
+// ParseTimeStamp parses a Nats-Time-Stamp header value (docs/formats.md#metadata-document, Q26):
 // YYYY-MM-DD, optionally followed by 'T', 't' or ' ' and HH:MM[:SS[.F]]
 // (F one or more digits, truncated to microseconds), then optionally 'Z' or
 // ±hh:mm. No offset means UTC; a bare date is midnight UTC and takes no

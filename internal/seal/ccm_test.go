@@ -25,7 +25,7 @@ func seq(from byte, n int) []byte {
 }
 
 // TestCCMKnownAnswers runs the examples of NIST SP 800-38C appendix C and
-// the packet vectors of RFC 3610 §8 (all AES-128, with associated data),
+// the packet vectors of RFC 3610 docs/delivery.md#inprogress-heartbeats (all AES-128, with associated data),
 // which pin the block formatting, the associated-data length encoding
 // (C.4 uses the 0xfffe form) and the counter blocks independently of
 // this package's own encryptor.

@@ -15,7 +15,7 @@ import (
 // Decrypt opens one encryption envelope (the JSON document
 // {"_nats_sinks_encryption": {...}}) and returns the plaintext.
 //
-// The checks run in the strict order of data-shapes §6 and the first
+// The checks run in the strict order of docs/formats.md#encryption-envelope and the first
 // failure is returned: envelope present (ErrNoEnvelope); key selected by
 // key_id, or the ring's fixed key (ErrUnknownKey); algorithm aes-256-gcm or
 // aes-256-ccm, and the key's configured one if it has one (ErrAlgorithm);
@@ -118,7 +118,7 @@ func Decrypt(envelopeJSON []byte, keys KeyRing) ([]byte, error) {
 	return plaintext, nil
 }
 
-// envelopeObject parses doc strictly (data-shapes §1.2) and returns its
+// envelopeObject parses doc strictly (docs/formats.md#json-encoding) and returns its
 // _nats_sinks_encryption object.
 func envelopeObject(doc []byte) (map[string]any, bool) {
 	v, err := jsonx.Parse(doc)

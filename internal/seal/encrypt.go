@@ -19,12 +19,12 @@ import (
 )
 
 // Settings is one encryption configuration: the top level of config.md
-// §7.4 or, after inheritance, one rule's effective values.
+// docs/delivery.md#ack-order or, after inheritance, one rule's effective values.
 type Settings struct {
 	// Enabled says whether the settings encrypt at all. Policy reads it;
 	// Encrypt ignores it.
 	Enabled bool
-	// Algorithm is aes-256-gcm or aes-256-ccm, spelled as config.md §7.4
+	// Algorithm is aes-256-gcm or aes-256-ccm, spelled as docs/configuration.md#encryption
 	// allows (see NormalizeAlgorithm); envelopes carry the normalised name.
 	Algorithm string
 	// KeyID is written into every envelope: non-blank, at most 128
@@ -33,7 +33,7 @@ type Settings struct {
 	// Key is the 32-byte AES-256 key. Policy does not keep it: it expands
 	// it into the cipher once.
 	Key []byte
-	// NonceSize is the nonce length in bytes: 8..13 for GCM (README Q13),
+	// NonceSize is the nonce length in bytes: 8..13 for GCM (docs/migrating.md Q13),
 	// 7..13 for CCM.
 	NonceSize int
 	// TagLength is the CCM tag length: 4, 6, 8, 10, 12, 14 or 16. GCM
@@ -62,7 +62,7 @@ func (s Settings) Format(f fmt.State, _ rune) { fmt.Fprint(f, s.String()) }
 func (s Settings) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // Encrypt returns plaintext sealed into the encryption envelope of
-// data-shapes §6 under s (s.Enabled is not consulted): a fresh nonce of
+// docs/formats.md#encryption-envelope under s (s.Enabled is not consulted): a fresh nonce of
 // s.NonceSize bytes read from random (nil means crypto/rand.Reader), no
 // associated data, the envelope serialised in the ascii flavour.
 //
@@ -94,7 +94,7 @@ type sealer struct {
 	macKey    []byte // version 2: the plaintext MAC key
 }
 
-// newSealer validates s (the rules of config.md §7.4) and expands its key.
+// newSealer validates s (the rules of docs/configuration.md#encryption) and expands its key.
 // Problems are reported as "<key>: <message>", without key material.
 func newSealer(s Settings) (*sealer, error) {
 	var problems []error
@@ -109,7 +109,7 @@ func newSealer(s Settings) (*sealer, error) {
 	}
 	if len(s.Key) != KeySize {
 		// The length is not key material, but the product's wording
-		// (config.md §7.4) does not print it either.
+		// (docs/configuration.md#encryption) does not print it either.
 		problems = append(problems, errors.New("key: must be exactly 32 bytes for AES-256"))
 	}
 	switch alg {

@@ -52,7 +52,7 @@ func ccmSettings(keyID string, nonce, tag int) Settings {
 	return Settings{Enabled: true, Algorithm: AES256CCM, KeyID: keyID, Key: testKey(), NonceSize: nonce, TagLength: tag}
 }
 
-// The three test vectors of data-shapes §6, byte for byte.
+// The three test vectors of docs/formats.md#encryption-envelope, byte for byte.
 var specVectors = []struct {
 	name      string
 	settings  Settings
@@ -236,7 +236,7 @@ func TestRoundTripEveryConfigurableSize(t *testing.T) {
 	}
 }
 
-// TestGCMTagLengthIgnored: config.md §7.4 lets tag_length differ for GCM,
+// TestGCMTagLengthIgnored: docs/configuration.md#encryption lets tag_length differ for GCM,
 // which always writes and uses a 16-byte tag.
 func TestEncryptNormalisesAlgorithm(t *testing.T) {
 	s := ccmSettings("k2", 13, 8)
@@ -261,7 +261,7 @@ func TestGCMTagLengthIgnored(t *testing.T) {
 }
 
 // TestDecryptOnlyGCMNonces: envelopes from other writers may use any GCM
-// nonce length from 1 to 128 bytes (README Q13).
+// nonce length from 1 to 128 bytes (docs/migrating.md Q13).
 func TestDecryptOnlyGCMNonces(t *testing.T) {
 	keys := testKeyRing(t, "k")
 	for n := 1; n <= 128; n++ {

@@ -10,12 +10,12 @@ import (
 )
 
 // MaxInput is the largest document Locate accepts, after gzip
-// decompression: the decrypt command's 64 MiB input limit (cli.md §8),
+// decompression: the decrypt command's 64 MiB input limit (docs/security.md#payload-encryption-keys),
 // applied again so a small gzip bomb cannot expand without bound.
 const MaxInput = 64 << 20
 
 // Locate finds the encryption envelope in a document the product wrote and
-// returns it as bytes Decrypt accepts (cli.md §8). Gzip input (magic 1f 8b)
+// returns it as bytes Decrypt accepts (docs/security.md#payload-encryption-keys). Gzip input (magic 1f 8b)
 // is decompressed first. The first location that applies wins:
 //
 //  1. the root object has _nats_sinks_encryption (a raw envelope, an SQL
@@ -26,7 +26,7 @@ const MaxInput = 64 << 20
 //
 // Where the spec is silent, Locate also looks inside a payload stored as
 // a text or bytes envelope (payload_mode text_envelope or bytes_envelope,
-// data-shapes §4): the wrapped bytes are the envelope the sink received.
+// docs/formats.md#payload-normalisation): the wrapped bytes are the envelope the sink received.
 // "Has it" means the key holds a JSON object.
 //
 // When nothing applies the error is ErrNoEnvelope (a SerializationError).
@@ -81,7 +81,7 @@ func envelopeJSON(raw []byte) bool {
 	return ok
 }
 
-// unwrapPayload returns the bytes inside a data-shapes §4 text or bytes
+// unwrapPayload returns the bytes inside a docs/formats.md#payload-normalisation text or bytes
 // envelope: {"_nats_sinks": {"payload_encoding": "utf-8"|"base64", …},
 // "payload": "…"}.
 func unwrapPayload(p map[string]any) ([]byte, bool) {

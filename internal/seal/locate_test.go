@@ -35,7 +35,7 @@ func TestLocate(t *testing.T) {
 	otherValue, _ := jsonx.Parse(other)
 	b64 := base64.StdEncoding.EncodeToString
 
-	// A file record as the file sink writes it (data-shapes §7), pretty,
+	// A file record as the file sink writes it (docs/formats.md#file-records), pretty,
 	// with the envelope stored as the payload object.
 	fileRecord := jsonx.MarshalPretty(map[string]any{
 		"schema": "nats_sinks.file.message.v1", "schema_version": 1, "subject": "orders.created",
@@ -43,7 +43,7 @@ func TestLocate(t *testing.T) {
 		"payload_info": map[string]any{"original_format": "json", "wrapped": false},
 	}, jsonx.UTF8)
 	fileRecord = append(fileRecord, '\n')
-	// A DLQ body (data-shapes §8.1): payload_base64 holds the envelope, and
+	// A DLQ body (docs/formats.md#dlq-body): payload_base64 holds the envelope, and
 	// payload is the metadata payload document, which has no envelope.
 	dlqBody := jsonx.Marshal(map[string]any{
 		"subject": "orders.created", "error_type": "PermanentSinkError",
@@ -134,6 +134,6 @@ func TestLocateGzipErrors(t *testing.T) {
 		t.Errorf("locate(limit+1 bytes) error = %v, want %q", err, want)
 	}
 	if MaxInput != 64<<20 {
-		t.Errorf("MaxInput = %d, want 64 MiB (cli.md §8)", MaxInput)
+		t.Errorf("MaxInput = %d, want 64 MiB (docs/security.md#payload-encryption-keys)", MaxInput)
 	}
 }

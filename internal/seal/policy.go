@@ -11,11 +11,11 @@ import (
 )
 
 // Field is a set of the settings a Rule sets itself; the others are
-// inherited from the top level (runtime.md §13).
+// inherited from the top level (docs/security.md#payload-encryption-keys).
 type Field uint8
 
 // The fields a rule may set. Enabled is not among them: a rule's enabled
-// flag is always its own (config.md §7.4 defaults it to true).
+// flag is always its own (docs/configuration.md#encryption defaults it to true).
 const (
 	SetAlgorithm Field = 1 << iota
 	SetKeyID
@@ -44,7 +44,7 @@ type Rule struct {
 // A Policy decides per subject whether a payload is encrypted and with
 // which settings: the first rule whose subject matches decides, a disabled
 // rule exempts, and a subject no rule matches follows the top level
-// (runtime.md §13). A Policy is safe for concurrent use.
+// (docs/security.md#payload-encryption-keys). A Policy is safe for concurrent use.
 type Policy struct {
 	// Rand supplies nonces; nil means crypto/rand.Reader. Set it before the
 	// first Seal. A replacement must be safe for concurrent use if Seal is
@@ -188,7 +188,7 @@ func (p *Policy) Algorithm(subj string) (string, bool) {
 // headers, metadata and the original payload size stay as received). A
 // message whose payload was omitted (headers-only) is never encrypted:
 // there is no producer payload to protect, and encrypting the empty body
-// would pretend there was (README Q14). A nil Policy seals nothing.
+// would pretend there was (docs/migrating.md Q14). A nil Policy seals nothing.
 //
 // Errors name the subject only. They happen when the random source fails
 // or the payload is too long for CCM's length field.

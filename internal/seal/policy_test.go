@@ -139,7 +139,7 @@ func TestPolicySeal(t *testing.T) {
 }
 
 // TestPolicySealChangesOnlyData: encryption replaces Data and nothing else
-// (runtime.md §13), and the original payload size stays as received.
+// (docs/security.md#payload-encryption-keys), and the original payload size stays as received.
 func TestPolicySealChangesOnlyData(t *testing.T) {
 	p, err := NewPolicy(gcm("orders-2026-05", 12), nil)
 	if err != nil {
@@ -162,7 +162,7 @@ func TestPolicySealChangesOnlyData(t *testing.T) {
 }
 
 // TestPolicyNeverSealsOmittedPayloads: headers-only messages keep their
-// empty body (README Q14), while an empty delivered body is encrypted.
+// empty body (docs/migrating.md Q14), while an empty delivered body is encrypted.
 func TestPolicyNeverSealsOmittedPayloads(t *testing.T) {
 	p, err := NewPolicy(gcm("k", 12), []Rule{{Subject: "audit.>", Settings: Settings{Enabled: true, KeyID: "audit"}, Set: SetKeyID}})
 	if err != nil {

@@ -1,12 +1,12 @@
 // Package seal encrypts message payloads into nats-sinks encryption
-// envelopes and decrypts them again (spec data-shapes §6, config.md §7.4,
-// runtime.md §13). It is named seal because "crypto" would shadow the
+// envelopes and decrypts them again (spec docs/formats.md#encryption-envelope, docs/configuration.md#encryption,
+// docs/security.md#payload-encryption-keys). It is named seal because "crypto" would shadow the
 // standard library.
 //
 // A Policy, built once from the encryption configuration, decides per
 // subject whether and how a payload is encrypted; the runner calls
 // Policy.Seal on every envelope before the sink sees it. Decrypt and Locate
-// serve the decrypt command (cli.md §8).
+// serve the decrypt command (docs/security.md#payload-encryption-keys).
 //
 // Key material never appears in errors or in printed values: Key and
 // Settings print a mask under every fmt verb and in slog.
@@ -28,7 +28,7 @@ const (
 	AES256CCM = "aes-256-ccm"
 )
 
-// Envelope constants (data-shapes §6).
+// Envelope constants (docs/formats.md#encryption-envelope).
 const (
 	// EnvelopeKey is the single root key of an encryption envelope.
 	EnvelopeKey = "_nats_sinks_encryption"
@@ -42,12 +42,12 @@ const (
 const KeySize = 32
 
 // gcmTagSize is GCM's tag length. The envelope always says 16 for GCM,
-// whatever tag_length the configuration holds (config.md §7.4).
+// whatever tag_length the configuration holds (docs/configuration.md#encryption).
 const gcmTagSize = 16
 
 // Decryption errors. Decrypt wraps them so that errors.Is finds them and
 // sink.Failed classifies them as permanent SerializationErrors
-// (data-shapes §6); their texts are the spec's.
+// (docs/formats.md#encryption-envelope); their texts are the spec's.
 var (
 	// ErrNoEnvelope: the input is not a JSON object holding an
 	// _nats_sinks_encryption object.
@@ -76,12 +76,12 @@ var (
 	ErrDigestMismatch = errors.New("decrypted payload sha256 does not match plaintext_sha256")
 )
 
-// serialization marks err as the SerializationError of data-shapes §6.
+// serialization marks err as the SerializationError of docs/formats.md#encryption-envelope.
 func serialization(err error) error {
 	return sink.AsPermanentType(sink.SerializationError, err)
 }
 
-// mask is what every printed form of key material shows (config.md §10).
+// mask is what every printed form of key material shows (docs/security.md#secret-hygiene).
 const mask = "********"
 
 // A Key is one AES-256 decryption key.
@@ -91,7 +91,7 @@ type Key struct {
 	// Secret is the raw key.
 	Secret [KeySize]byte
 	// Algorithm, when set, is the only algorithm accepted with this key
-	// (data-shapes §6: "equal the configured one when a single
+	// (docs/formats.md#encryption-envelope: "equal the configured one when a single
 	// configuration is used"); "" accepts both.
 	Algorithm string
 }
@@ -111,7 +111,7 @@ func (k Key) LogValue() slog.Value {
 }
 
 // A KeyRing selects the decryption key for an envelope: by key_id from a
-// registry, or one fixed key for any key_id (cli.md §8). The zero KeyRing
+// registry, or one fixed key for any key_id (docs/security.md#payload-encryption-keys). The zero KeyRing
 // holds no keys.
 type KeyRing struct {
 	byID  map[string]Key
@@ -192,7 +192,7 @@ func ParseKey(b64 string) ([KeySize]byte, error) {
 	return k, nil
 }
 
-// NormalizeAlgorithm applies config.md §7.4's spelling rules: trimmed,
+// NormalizeAlgorithm applies docs/configuration.md#encryption's spelling rules: trimmed,
 // lower-cased, '_' read as '-'. It does not check the result.
 func NormalizeAlgorithm(s string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")

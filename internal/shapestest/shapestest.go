@@ -1,6 +1,6 @@
 // Package shapestest holds the test inputs of the data-shapes spec that
 // the record, DLQ and sink tests share: the golden message of data-shapes
-// §7.2 with its receive and store times, and small numbered messages for
+// docs/formats.md#file-records with its receive and store times, and small numbered messages for
 // batches. Tests only; nothing in the binary imports it.
 package shapestest
 
@@ -12,13 +12,13 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// The receive and store times of the golden record (data-shapes §7.2).
+// The receive and store times of the golden record (docs/formats.md#file-records).
 var (
 	Received = time.Date(2026, 5, 29, 10, 0, 0, 250000000, time.UTC)
 	Stored   = time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
 )
 
-// GoldenMessage returns the input of data-shapes §7.2: stream ORDERS,
+// GoldenMessage returns the input of docs/formats.md#file-records: stream ORDERS,
 // sequence 42, a JSON payload with a non-ASCII character, message id,
 // priority, labels (with a repeat and blanks), a creation time and a
 // traceparent. Each call returns a fresh copy.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
-// Idempotency strategies (sinks.md §2), as sqlconfig spells them.
+// Idempotency strategies (docs/sql.md), as sqlconfig spells them.
 const (
 	StrategyStreamSequence = sqlconfig.StrategyStreamSequence
 	StrategyMessageID      = sqlconfig.StrategyMessageID

@@ -282,7 +282,7 @@ func TestRouteInheritanceReportsOnce(t *testing.T) {
 }
 
 // TestDefaultColumnsMatchFields: sqlconfig's default mapping is the one the
-// model's fields declare (data-shapes §9).
+// model's fields declare (docs/formats.md#sql-tables).
 func TestDefaultColumnsMatchFields(t *testing.T) {
 	c := sqlconfig.DefaultColumns()
 	for f := range NumFields {

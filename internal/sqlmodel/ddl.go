@@ -9,7 +9,7 @@ import (
 )
 
 // columnTypes holds each field's column type per dialect, in table order
-// (data-shapes §9). The received_at column, filled by the database, is not
+// (docs/formats.md#sql-tables). The received_at column, filled by the database, is not
 // a mapped field; DDL inserts it after labels.
 var columnTypes = [NumFields][4]string{ // sqlite, postgres, mysql, oracle
 	{"text not null", "varchar(255) not null", "varchar(255) not null", "varchar2(255) not null"},
@@ -38,7 +38,7 @@ var receivedAt = [4]struct{ name, typ string }{
 }
 
 // DDL returns the recommended create-table statement for t (data-shapes
-// §9), with the mapped column names. PostgreSQL, SQLite and MySQL use
+// docs/delivery.md#ordering), with the mapped column names. PostgreSQL, SQLite and MySQL use
 // "create table if not exists"; Oracle has no such clause, so its caller
 // ignores ORA-00955 ("name is already used"). For PostgreSQL and SQLite a
 // key that differs from the primary key adds the "<table>_idem" unique

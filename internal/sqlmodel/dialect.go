@@ -1,6 +1,6 @@
 // Package sqlmodel is the relational model shared by the SQL sinks (oracle,
-// mysql, postgres, sqlite): the configuration keys of spec sinks.md §2, the
-// identifier rules of each database, the bound row values of data-shapes §9,
+// mysql, postgres, sqlite): the configuration keys of spec docs/sql.md, the
+// identifier rules of each database, the bound row values of docs/formats.md#sql-tables,
 // routing and grouping of rows per table, update-column resolution, the
 // auto_create DDL texts, and a transactional write skeleton (Writer) into
 // which a dialect plugs its SQL and its error classifier.
@@ -28,7 +28,7 @@ const (
 	Oracle
 )
 
-// Identifier allow-lists (sinks.md §3–§6). They are anchored and ASCII-only,
+// Identifier allow-lists (docs/oracle.md). They are anchored and ASCII-only,
 // so a name that passes can be quoted (or, for Oracle, left unquoted)
 // without escaping.
 var (
@@ -52,7 +52,7 @@ func (d Dialect) String() string {
 	return fmt.Sprintf("Dialect(%d)", int(d))
 }
 
-// DefaultTable is the default of the table key (sinks.md §2).
+// DefaultTable is the default of the table key (docs/sql.md).
 func (d Dialect) DefaultTable() string {
 	if d == Postgres || d == SQLite {
 		return "nats_sink_events"
@@ -164,7 +164,7 @@ func (d Dialect) QuoteAll(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// Mode is a write mode (sinks.md §2).
+// Mode is a write mode (docs/sql.md).
 type Mode string
 
 // Write modes. Append is Oracle/MySQL only, Merge Oracle only, Upsert the
@@ -184,7 +184,7 @@ func (m Mode) NeedsKey() bool { return m == InsertIgnore || m == Upsert || m == 
 // Updates reports whether the mode updates existing rows (upsert, merge).
 func (m Mode) Updates() bool { return m == Upsert || m == Merge }
 
-// Field is one of the 16 mapped fields of data-shapes §9, in table order:
+// Field is one of the 16 mapped fields of docs/formats.md#sql-tables, in table order:
 // the order of columns in statements, rows and DDL.
 type Field int
 

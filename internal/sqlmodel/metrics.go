@@ -7,7 +7,7 @@ import (
 )
 
 // Counter returns the sink counter name from m for a SQL sink's metrics
-// (sinks.md §3–§6). Every SQL sink creates its metrics through Counter and
+// (docs/oracle.md). Every SQL sink creates its metrics through Counter and
 // Histogram so that they treat a name m refuses alike: the sink still
 // starts (a metric must never stop data from moving) with a no-op in its
 // place. A name m already holds for a sink metric of the same kind gives
@@ -42,8 +42,8 @@ type nop struct{}
 func (nop) Add(int)         {}
 func (nop) Observe(float64) {}
 
-// DBMetrics are the metrics of a database/sql sink (sinks.md §3 oracle_*,
-// §4 mysql_*): the same eight collectors under the dialect's name. Build it
+// DBMetrics are the metrics of a database/sql sink (docs/oracle.md oracle_*,
+// docs/delivery.md#per-message-isolation-and-bisection mysql_*): the same eight collectors under the dialect's name. Build it
 // with NewDBMetrics; every collector is then non-nil.
 type DBMetrics struct {
 	Execute    sink.Histogram // <dialect>_execute_seconds, per statement

@@ -46,7 +46,7 @@ func TestMetricsNameTaken(t *testing.T) {
 }
 
 // TestDBMetrics: the eight metrics of a database/sql sink carry the
-// dialect's names (sinks.md §3, §4), and Publish and Observe feed them.
+// dialect's names (docs/oracle.md, docs/delivery.md#per-message-isolation-and-bisection), and Publish and Observe feed them.
 func TestDBMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := telemetry.NewMetrics(reg, "nats_sinks")

@@ -126,7 +126,7 @@ func (f Field) Integer() bool {
 	return false
 }
 
-// BuildRow resolves e's table and builds its bound values (data-shapes §9),
+// BuildRow resolves e's table and builds its bound values (docs/formats.md#sql-tables),
 // with storedAt as the row build time and every JSON text in canonical key
 // order. A message whose row cannot be built
 // gets an error that sink.Failed turns into a Permanent result:
@@ -164,7 +164,7 @@ func (m *Model) BuildRowOrdered(e *sink.Envelope, storedAt time.Time, orders Key
 	return r, nil
 }
 
-// Values builds e's bound values of data-shapes §9 for table t, which only
+// Values builds e's bound values of docs/formats.md#sql-tables for table t, which only
 // needs Strategy and PayloadField (and m only PayloadMode), so that a sink
 // with its own tables and DDL (clickhouse) builds the same row. Errors are
 // those of BuildRow without its "<dialect> row for subject …" prefix.
@@ -320,8 +320,8 @@ func epochNS(t time.Time, what string) (any, error) {
 }
 
 // PayloadFieldValue walks path through the objects of a normalised payload
-// and renders the scalar it finds as text (sinks.md §2): strings as they
-// are, integers in decimal, floats per data-shapes §1, booleans True/False;
+// and renders the scalar it finds as text (docs/sql.md): strings as they
+// are, integers in decimal, floats per docs/formats.md#json-encoding, booleans True/False;
 // the result is trimmed and must not be empty. Errors name the path, never
 // the value.
 func PayloadFieldValue(payload any, path []string) (string, error) {

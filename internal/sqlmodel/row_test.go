@@ -23,7 +23,7 @@ func TestGoldenRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The metadata column is the golden file record's metadata (§7.2)
+	// The metadata column is the golden file record's metadata (docs/delivery.md#ack-order)
 	// plus "custody": null, as ascii JSON.
 	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "record", "testdata", "file_record_compact.json"))
 	if err != nil {

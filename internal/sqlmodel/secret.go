@@ -7,7 +7,7 @@ import (
 
 // ResolveSecret resolves a SQL sink's secret from key, key_env or key_file
 // (value, env and file; at most one is set) when the sink starts, never
-// during validation (config.md §1.2), through secret.Resolve: a file
+// during validation (docs/configuration.md#how-a-file-is-loaded), through secret.Resolve: a file
 // loses one trailing newline. It returns the value and the key it came
 // from, "" when no source is set. Errors are a *sink.ConfigError (exit 2 in
 // the CLI) naming that key, never the value or the file's content. The

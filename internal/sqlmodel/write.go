@@ -31,8 +31,8 @@ type Stats struct {
 	Commit     time.Duration // time spent in Tx.Commit
 }
 
-// A Writer is the transactional write skeleton of sinks.md §0/§2 that every
-// SQL sink shares. Set the fields before the first WriteBatch; Begin and
+// A Writer is the transactional write skeleton (one transaction per batch,
+// docs/sql.md#one-transaction-per-batch) that every SQL sink shares. Set the fields before the first WriteBatch; Begin and
 // Classify are required.
 type Writer struct {
 	Model *Model

@@ -1,5 +1,5 @@
 // Package subject validates and matches NATS subject patterns (spec
-// runtime.md §11). Message-metadata rules, encryption rules, table routes,
+// docs/configuration.md#subject-patterns). Message-metadata rules, encryption rules, table routes,
 // filter validation and the DLQ-loop check all use it; everywhere the first
 // matching pattern in configuration order wins.
 package subject

@@ -127,7 +127,7 @@ func BenchmarkCommit(b *testing.B) {
 	}
 }
 
-// naiveWrite is sinks.md §1 steps 1–5 taken literally, one message at a
+// naiveWrite is docs/file-sink.md steps 1–5 taken literally, one message at a
 // time: named temp file, write, fsync, link, unlink, fsync the directory.
 func naiveWrite(s *Sink, sub string, n int, data []byte) error {
 	if err := unix.Mkdirat(s.rootfd, sub, dirMode); err != nil {

@@ -85,7 +85,7 @@ type batch struct {
 // Phases: (1) in order, open directory, check the target, write a temp file;
 // (2) make the data durable; (3) in order, place each file; (4) sync each
 // touched directory once. A Temporary or Destination failure in (1)–(3) ends
-// the batch there: later entries are NotAttempted (sinks.md §0.1).
+// the batch there: later entries are NotAttempted (docs/library.md#the-sink-boundary).
 func (s *Sink) commit(ctx context.Context, entries []*entry) {
 	b := &batch{s: s, entries: entries, dirs: map[string]*dirState{}}
 	for _, e := range entries {

@@ -1,5 +1,5 @@
 // Package file is the file sink: one JSON record file per message, written
-// atomically under a deterministic name (spec sinks.md §1, data-shapes §7).
+// atomically under a deterministic name (spec docs/file-sink.md, docs/formats.md#file-records).
 //
 // A record is first written to a temp file in its target directory (an
 // unnamed O_TMPFILE file on Linux, else .<name>.<random>.tmp), made durable,
@@ -22,15 +22,15 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Config is the file sink's configuration (sinks.md §1). Default returns it
+// Config is the file sink's configuration (docs/file-sink.md). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
 	Type               string `json:"type" trim:"true" lower:"true" enum:"file" doc:"Sink type."`
 	Directory          string `json:"directory" required:"true" nonblank:"true" doc:"Root directory of the records; a leading ~ is expanded to the home directory."`
 	Mode               string `json:"mode" enum:"one_file_per_message" doc:"Write mode; one file per message is the only one."`
-	FilenameStrategy   string `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (data-shapes §5)."`
+	FilenameStrategy   string `json:"filename_strategy" enum:"stream_sequence,message_id,payload_sha256" doc:"What the file name is derived from (docs/formats.md#idempotency-keys)."`
 	DuplicatePolicy    string `json:"duplicate_policy" enum:"skip_existing,overwrite,fail" doc:"What happens when the file already exists, e.g. on redelivery."`
-	PayloadMode        string `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record (data-shapes §4)."`
+	PayloadMode        string `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record (docs/formats.md#payload-normalisation)."`
 	Extension          string `json:"extension" doc:"File name extension; defaults to .json, or .json.gz with gzip. Starts with a dot, is not . or .., holds no / or \\, and is at most 75 bytes with filename_strategy stream_sequence, 96 with message_id, 31 with payload_sha256 (the longest name's temporary file must fit in 255 bytes)."`
 	Compression        string `json:"compression" enum:"none,gzip" doc:"Compress each record file."`
 	CompressionLevel   int    `json:"compression_level" min:"1" max:"9" doc:"gzip level."`
@@ -48,7 +48,7 @@ type Config struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §1.
+// Default returns the configuration with every default of docs/file-sink.md.
 // Extension stays empty until Decode or New derives it from Compression.
 func Default() Config {
 	return Config{

@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	// fileMode is the mode of every file the sink creates (sinks.md §1).
+	// fileMode is the mode of every file the sink creates (docs/file-sink.md).
 	fileMode = 0o600
 	// dirMode is used for the root, its missing parents and the subject
 	// directories the sink creates (before the umask): the owner and its
@@ -73,7 +73,7 @@ func randomHex() string {
 }
 
 // tempName returns the named-temp-file name for a target name:
-// .<name>.<random>.tmp (sinks.md §1 step 3).
+// .<name>.<random>.tmp (docs/file-sink.md step 3).
 func tempName(name string) string { return "." + name + "." + randomHex() + tempSuffix }
 
 // isTempName reports whether name matches tempName's pattern (which also

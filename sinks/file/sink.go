@@ -114,7 +114,7 @@ func tempMaxAge(drain time.Duration) time.Duration {
 	return 2 * max(drain, time.Second)
 }
 
-// makeRoot applies the start rules of sinks.md §1 to the root directory.
+// makeRoot applies the start rules of docs/file-sink.md to the root directory.
 func makeRoot(abs string, create, fsyncDirs bool) error {
 	st, err := os.Stat(abs)
 	switch {
@@ -194,7 +194,7 @@ func (s *Sink) Type() string { return "file" }
 func (s *Sink) Root() string { return s.root }
 
 // WriteBatch writes each envelope to its own file and returns one result per
-// envelope (sinks.md §0.1, §1).
+// envelope (docs/library.md#the-sink-boundary, docs/file-sink.md).
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	entries := make([]*entry, len(batch))
 	for i, e := range batch {
@@ -254,7 +254,7 @@ func component(name string) bool {
 }
 
 // gzipBytes compresses b with a reproducible header: MTIME 0, no name, OS 3
-// (Unix), as data-shapes §7 requires. Writers are pooled per sink: a new
+// (Unix), as docs/formats.md#file-records requires. Writers are pooled per sink: a new
 // gzip.Writer allocates about 800 KB, more than a batch of records.
 func (s *Sink) gzipBytes(b []byte) []byte {
 	var buf bytes.Buffer

@@ -1,9 +1,9 @@
-// Package httpsink is the HTTP sink (spec sinks.md §7): one request per
+// Package httpsink is the HTTP sink (spec docs/http.md): one request per
 // message to one fixed endpoint, Committed only when the endpoint answers
 // with a success status.
 //
 // The endpoint is the sink's duplicate model: every request carries an
-// idempotency header (data-shapes §5), and the endpoint must treat it as a
+// idempotency header (docs/formats.md#idempotency-keys), and the endpoint must treat it as a
 // de-duplication key, because a crash between its 2xx and the runner's ACK
 // redelivers the message.
 //
@@ -25,7 +25,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Config is the http sink's configuration (sinks.md §7). Default returns it
+// Config is the http sink's configuration (docs/http.md). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
 	Type                     string            `json:"type" trim:"true" lower:"true" enum:"http" doc:"Sink type."`
@@ -33,7 +33,7 @@ type Config struct {
 	URLEnv                   *string           `json:"url_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the endpoint URL (for URLs that carry a token in their path); read when the sink starts and checked like url."`
 	URLFile                  *string           `json:"url_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the endpoint URL (one line); read when the sink starts and checked like url."`
 	Method                   string            `json:"method" trim:"true" upper:"true" enum:"POST,PUT,PATCH" doc:"Request method."`
-	BodyFormat               string            `json:"body_format" enum:"envelope,payload" doc:"Request body: the nats_sinks.http.message.v1 envelope, or the normalised payload alone (data-shapes §10)."`
+	BodyFormat               string            `json:"body_format" enum:"envelope,payload" doc:"Request body: the nats_sinks.http.message.v1 envelope, or the normalised payload alone (docs/formats.md#http-body)."`
 	EndpointAllowedHosts     []string          `json:"endpoint_allowed_hosts" unique:"true" lower:"true" nonblank:"true" nopad:"true" nocontrol:"true" doc:"When non-empty, the URL's host must be one of these (lower-case host names)."`
 	AllowHTTPForLocalTesting bool              `json:"allow_http_for_local_testing" doc:"Allow an http URL whose host is localhost, 127.0.0.1 or ::1."`
 	Headers                  map[string]string `json:"headers" maxitems:"32" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"2048" doc:"Extra request headers (at most 32). Credentials must come from headers_env."`
@@ -44,7 +44,7 @@ type Config struct {
 	MaxResponseBytes         int               `json:"max_response_bytes" min:"0" max:"1048576" doc:"Largest response body read; a larger one is a temporary failure."`
 	SuccessStatuses          []int             `json:"success_statuses" minitems:"1" maxitems:"64" min:"100" max:"599" unique:"true" doc:"Statuses that mean the message is stored."`
 	RetryStatuses            []int             `json:"retry_statuses" minitems:"1" maxitems:"64" min:"100" max:"599" unique:"true" doc:"Statuses that are temporary failures, retried per retry."`
-	PayloadMode              string            `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
+	PayloadMode              string            `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (docs/formats.md#payload-normalisation)."`
 	IncludeMetadata          bool              `json:"include_metadata" doc:"Add the standard metadata document to the envelope body."`
 	IncludeMissionMetadata   bool              `json:"include_mission_metadata" doc:"Add mission_metadata (null) to the envelope body."`
 	IncludeSecurityLabels    bool              `json:"include_security_labels" doc:"Add security_labels (null) to the envelope body."`
@@ -59,7 +59,7 @@ type Idempotency struct {
 	Enabled  bool   `json:"enabled" doc:"Send the idempotency header."`
 	Required bool   `json:"required" doc:"Dead-letter a message that has no material for the strategy instead of sending it without a key."`
 	Header   string `json:"header" nonblank:"true" doc:"Header name."`
-	Strategy string `json:"strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the key is derived from (data-shapes §5)."`
+	Strategy string `json:"strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the key is derived from (docs/formats.md#idempotency-keys)."`
 }
 
 // Retry is the "retry" object: how often and how fast a temporary failure
@@ -75,7 +75,7 @@ type Retry struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §7.
+// Default returns the configuration with every default of docs/http.md.
 func Default() Config {
 	return Config{
 		Type:                   "http",
@@ -144,7 +144,7 @@ func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 
 // forbiddenHeaders are set by the sink itself or by the transport; a
 // configured value would conflict with them. traceparent, tracestate and
-// baggage carry the message's trace context (observability §4).
+// baggage carry the message's trace context (docs/tracing.md).
 var forbiddenHeaders = []string{
 	"accept", "connection", "content-length", "content-type", "host", "keep-alive",
 	"proxy-connection", "transfer-encoding", "upgrade", "user-agent",
@@ -287,7 +287,7 @@ func checkHeaderName(name string) string {
 	return ""
 }
 
-// isTokenChar reports whether c is a tchar of RFC 9110 §5.6.2.
+// isTokenChar reports whether c is a tchar of RFC 9110 docs/sql.md#per-database.
 func isTokenChar(c byte) bool {
 	switch {
 	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':

@@ -265,6 +265,6 @@ func TestOpenMakesNoRequest(t *testing.T) {
 		t.Errorf("Open and Stop sent %d requests, want 0", n)
 	}
 	if _, ok := s.(sink.HealthChecker); ok {
-		t.Errorf("the http sink implements HealthChecker; test-sink must make no request (sinks.md §7)")
+		t.Errorf("the http sink implements HealthChecker; test-sink must make no request (docs/http.md)")
 	}
 }

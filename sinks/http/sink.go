@@ -28,11 +28,11 @@ import (
 var _ sink.Sink = (*Sink)(nil)
 
 // The Sink deliberately has no Healthcheck: test-sink makes no request
-// (sinks.md §7), and a probe that sends nothing cannot tell a reachable
+// (docs/http.md), and a probe that sends nothing cannot tell a reachable
 // endpoint from a broken one. After a Destination outcome the runner probes
-// by retrying the next batch instead (runtime §5.1).
+// by retrying the next batch instead (docs/delivery.md#destination-circuit).
 
-// Schema is the schema name of envelope bodies (data-shapes §10).
+// Schema is the schema name of envelope bodies (docs/formats.md#http-body).
 const Schema = "nats_sinks.http.message.v1"
 
 // Sink sends one HTTP request per message. It is safe for concurrent
@@ -128,7 +128,7 @@ func New(_ context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		transport: tr,
 		client: &http.Client{
 			Transport: tr,
-			// Redirects are not followed (sinks.md §7): the 3xx itself is
+			// Redirects are not followed (docs/http.md): the 3xx itself is
 			// classified, so a moved endpoint cannot silently receive data.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
@@ -187,7 +187,7 @@ func (s *Sink) Stop(context.Context) error {
 }
 
 // WriteBatch sends one request per envelope and returns one result per
-// envelope (sinks.md §0.1, §7).
+// envelope (docs/library.md#the-sink-boundary, docs/http.md).
 //
 // With concurrency 1 the messages go in order, and after a Temporary or
 // Destination result the rest are NotAttempted: the endpoint is failing,
@@ -236,7 +236,7 @@ func (s *Sink) build(e *sink.Envelope) ([]byte, string, error) {
 	}
 	var doc any = p.Value
 	if s.cfg.BodyFormat == "envelope" {
-		// data-shapes §10: idempotency_key is the header's key (null
+		// docs/formats.md#http-body: idempotency_key is the header's key (null
 		// without one), labels keep the ","-joined form.
 		doc = record.MessageEnvelope(e, p, record.EnvelopeOptions{
 			Schema:          Schema,
@@ -257,7 +257,7 @@ func (s *Sink) build(e *sink.Envelope) ([]byte, string, error) {
 	return body, key, nil
 }
 
-// key returns the idempotency key of e per strategy (data-shapes §5), ""
+// key returns the idempotency key of e per strategy (docs/formats.md#idempotency-keys), ""
 // when idempotency is disabled or the material is missing and not
 // required.
 func (s *Sink) key(e *sink.Envelope) (string, error) {
@@ -280,7 +280,7 @@ func (s *Sink) key(e *sink.Envelope) (string, error) {
 			return "", sink.AsPermanent(errors.New("message_id idempotency strategy requires a message id"))
 		}
 	case "payload_sha256":
-		// README Q17: hashing the empty body of a headers-only message
+		// docs/migrating.md Q17: hashing the empty body of a headers-only message
 		// would give every such message on a subject the same key, and
 		// the endpoint would drop all but the first as duplicates.
 		if e.Payload.Omitted {
@@ -321,7 +321,7 @@ var errResponseTooLarge = errors.New("HTTP response body exceeds max_response_by
 //
 // With tracing, each attempt is a CLIENT span, a child of the message's
 // span, and the request carries that span's traceparent; without it the
-// message's own trace headers are copied (observability §4).
+// message's own trace headers are copied (docs/tracing.md).
 func (s *Sink) send(ctx context.Context, e *sink.Envelope, body []byte, key string, attempt int) (err error) {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -501,7 +501,7 @@ func validHeaderValue(v string) bool {
 }
 
 // backoff returns the delay before retry attempt a (a ≥ 1) with the formula
-// of runtime §5 over the "retry" object's keys: raw delay of the mode,
+// of docs/delivery.md#retries-and-back-off over the "retry" object's keys: raw delay of the mode,
 // capped at max_backoff_ms, then jittered with u in [0, 1).
 func backoff(a int, r Retry, u float64) time.Duration {
 	return retrydelay.Policy{Base: time.Duration(r.BackoffMS) * time.Millisecond, Max: time.Duration(r.MaxBackoffMS) * time.Millisecond,

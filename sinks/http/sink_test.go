@@ -22,9 +22,9 @@ import (
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-// TestGoldenBody sends the data-shapes §7.2 message and compares the body
-// with testdata/envelope_body.json: the §7.2 file record (record package
-// golden) with the §10 changes (schema, ","-joined labels,
+// TestGoldenBody sends the docs/formats.md#file-records message and compares the body
+// with testdata/envelope_body.json: the docs/http.md file record (record package
+// golden) with the docs/nats-sink.md changes (schema, ","-joined labels,
 // idempotency_key), compact utf8, no newline.
 func TestGoldenBody(t *testing.T) {
 	ep := newEndpoint(t, nil)

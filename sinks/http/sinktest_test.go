@@ -16,7 +16,7 @@ import (
 )
 
 // idempotentEndpoint is a real idempotent endpoint (the contract of
-// sinks.md §7): it stores each request once per Idempotency-Key and answers
+// docs/http.md): it stores each request once per Idempotency-Key and answers
 // 200 to a repeated key without storing it again. ReadBack recovers each
 // record's origin from its stream-sequence key.
 type idempotentEndpoint struct {
@@ -67,7 +67,7 @@ func (ie *idempotentEndpoint) readBack(t *testing.T) []sinktest.Stored {
 }
 
 // headersOnlyPoison is a message without stream metadata, message id or
-// payload: no core idempotency key exists (data-shapes §5), so the default
+// payload: no core idempotency key exists (docs/formats.md#idempotency-keys), so the default
 // strategy must reject it. The suite's default poison still has a payload
 // and would get a payload-sha256 key.
 func headersOnlyPoison(stream string, _ uint64) *sink.Envelope {

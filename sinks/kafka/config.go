@@ -1,4 +1,4 @@
-// Package kafkasink is the Kafka sink (spec sinks.md §9, data-shapes §12):
+// Package kafkasink is the Kafka sink (spec docs/kafka.md, docs/formats.md#kafka-records):
 // every message becomes one Kafka record, produced by franz-go's idempotent
 // producer with acks=all, and counts as written only when the broker
 // acknowledged that record.
@@ -30,7 +30,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Config is the kafka sink's configuration (sinks.md §9). Default returns it
+// Config is the kafka sink's configuration (docs/kafka.md). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
 	Type             string       `json:"type" trim:"true" lower:"true" enum:"kafka" doc:"Sink type."`
@@ -38,10 +38,10 @@ type Config struct {
 	Topic            string       `json:"topic" required:"true" pattern:"^[A-Za-z0-9._-]{1,249}$" doc:"Topic of every message no topic_routes entry matches. The sink never asks the cluster to create it."`
 	TopicRoutes      []TopicRoute `json:"topic_routes" doc:"Per-subject topics; the first route whose subject pattern matches wins, else topic."`
 	ClientID         string       `json:"client_id" nonblank:"true" nopad:"true" nocontrol:"true" maxlen:"255" doc:"Kafka client.id, shown in broker logs and quotas."`
-	RecordFormat     string       `json:"record_format" enum:"envelope,payload,raw" doc:"Record value: the nats_sinks.kafka.message.v1 envelope, the normalised payload alone, or the delivered bytes unchanged (data-shapes §12)."`
-	PayloadMode      string       `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope and payload formats (data-shapes §4)."`
+	RecordFormat     string       `json:"record_format" enum:"envelope,payload,raw" doc:"Record value: the nats_sinks.kafka.message.v1 envelope, the normalised payload alone, or the delivered bytes unchanged (docs/formats.md#kafka-records)."`
+	PayloadMode      string       `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope and payload formats (docs/formats.md#payload-normalisation)."`
 	IncludeMetadata  bool         `json:"include_metadata" doc:"Add the standard metadata document to the envelope value."`
-	KeyStrategy      string       `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the record key is derived from (data-shapes §5); a message without that material is dead-lettered (ValidationError)."`
+	KeyStrategy      string       `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the record key is derived from (docs/formats.md#idempotency-keys); a message without that material is dead-lettered (ValidationError)."`
 	ForwardHeaders   bool         `json:"forward_headers" doc:"Copy the message's normalised NATS headers onto the record."`
 	RecordTimestamp  string       `json:"record_timestamp" enum:"jetstream,now" doc:"jetstream: the message creation time (Nats-Time-Stamp, else the JetStream time); now: the produce time."`
 	Acks             string       `json:"acks" enum:"all" doc:"Required acknowledgements: all in-sync replicas (the only value)."`
@@ -80,7 +80,7 @@ type SASL struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §9.
+// Default returns the configuration with every default of docs/kafka.md.
 func Default() Config {
 	return Config{
 		Type:             "kafka",

@@ -38,7 +38,7 @@ func TestDecodeDefaults(t *testing.T) {
 		want.KeyStrategy != "idempotency_key" || want.RecordFormat != "envelope" || want.Compression != "none" ||
 		want.ClientID != "nats-sink" || want.RecordTimestamp != "jetstream" || !want.ForwardHeaders || !want.IncludeMetadata ||
 		want.TLS.Enabled || want.SASL.Mechanism != "none" {
-		t.Errorf("defaults differ from sinks.md §9: %+v", want)
+		t.Errorf("defaults differ from docs/kafka.md: %+v", want)
 	}
 }
 
@@ -179,7 +179,7 @@ func TestNewChecksHandBuiltConfigs(t *testing.T) {
 
 // TestSchemaAndEffective checks that the schema generator and the
 // effective-config renderer describe every key, and that the password
-// file's path is masked while the variable name is shown (config.md §10).
+// file's path is masked while the variable name is shown (docs/security.md#secret-hygiene).
 func TestSchemaAndEffective(t *testing.T) {
 	c := Default()
 	s := fields.Schema(&c)

@@ -17,10 +17,10 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Schema is the schema name of envelope values (data-shapes §12).
+// Schema is the schema name of envelope values (docs/formats.md#kafka-records).
 const Schema = "nats_sinks.kafka.message.v1"
 
-// Record headers the sink sets itself (data-shapes §12).
+// Record headers the sink sets itself (docs/formats.md#kafka-records).
 const (
 	HeaderSubject        = "nats-sinks-subject"
 	HeaderStream         = "nats-sinks-stream"
@@ -30,7 +30,7 @@ const (
 
 // traceHeaders carry the message's trace context. Record copies them
 // verbatim from the message, after the sink's own headers: what
-// observability §4 asks for with tracing disabled. With tracing, WriteBatch
+// docs/tracing.md asks for with tracing disabled. With tracing, WriteBatch
 // replaces them with the context of the record's produce span
 // (setTraceHeaders).
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
@@ -40,7 +40,7 @@ var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 // spoof the origin a consumer reads.
 var ownHeaders = [...]string{HeaderSubject, HeaderStream, HeaderStreamSequence, HeaderIdempotencyKey}
 
-// Record builds the Kafka record e is written as (data-shapes §12): topic,
+// Record builds the Kafka record e is written as (docs/formats.md#kafka-records): topic,
 // key, value, headers and timestamp. storedAt is the time the envelope
 // value's metadata is built. Errors are Permanent (sink.Failed classifies
 // them): no key material (ValidationError), a payload that cannot be
@@ -67,7 +67,7 @@ func (c *Config) Record(e *sink.Envelope, storedAt time.Time) (*kgo.Record, erro
 		}
 		var doc any = p.Value
 		if c.RecordFormat == "envelope" {
-			// data-shapes §12: the HTTP envelope with its schema changed
+			// docs/formats.md#kafka-records: the HTTP envelope with its schema changed
 			// and labels ";"-joined. The kafka sink has only
 			// include_metadata; mission_metadata, security_labels and
 			// custody are always there (null), as with the HTTP sink's
@@ -116,8 +116,8 @@ func framedSize(r *kgo.Record) int {
 	return n
 }
 
-// key returns the record key of e per key_strategy (data-shapes §5).
-// Missing material is a Permanent ValidationError (sinks.md §9): a record
+// key returns the record key of e per key_strategy (docs/formats.md#idempotency-keys).
+// Missing material is a Permanent ValidationError (docs/kafka.md): a record
 // without its key would escape the consumers' de-duplication.
 func (c *Config) key(e *sink.Envelope) (string, error) {
 	switch c.KeyStrategy {
@@ -134,7 +134,7 @@ func (c *Config) key(e *sink.Envelope) (string, error) {
 		}
 		return "message-id:" + e.MessageID, nil
 	case "payload_sha256":
-		// README Q17: hashing the empty body of a headers-only message
+		// docs/migrating.md Q17: hashing the empty body of a headers-only message
 		// would give every such message on a subject the same key.
 		if e.Payload.Omitted {
 			return "", sink.AsPermanentType(sink.ValidationError,
@@ -147,7 +147,7 @@ func (c *Config) key(e *sink.Envelope) (string, error) {
 	}
 }
 
-// headers returns the record headers (data-shapes §12): when
+// headers returns the record headers (docs/formats.md#kafka-records): when
 // forward_headers, the message's normalised headers sorted by name (Kafka
 // keeps header order, and a stable order makes records comparable) except
 // the trace headers and the sink's own names; then the sink's headers; then

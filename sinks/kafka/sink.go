@@ -110,7 +110,7 @@ type produced struct {
 //
 // With tracing, each record is a PRODUCER span "send <topic>", a child of
 // its message's span, lasting until the broker's acknowledgement, and the
-// record carries that span's context (observability §4); without tracing it
+// record carries that span's context (docs/tracing.md); without tracing it
 // carries the message's own trace headers.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	results := make([]sink.Result, len(batch))
@@ -329,7 +329,7 @@ func batchRejection(err error) bool {
 
 // isolate produces r again as the only record of its batch, on a producer
 // used by one record at a time. If the broker refuses it alone, the record
-// itself is at fault: Permanent (sinks.md §9, record too large or invalid).
+// itself is at fault: Permanent (docs/kafka.md, record too large or invalid).
 // If it is accepted, it was an innocent neighbour of the offending record:
 // Committed. Dead-lettering every record of a refused batch would move
 // healthy messages to the DLQ.
@@ -372,7 +372,7 @@ func (s *Sink) isolate(ctx context.Context, e *sink.Envelope, r *kgo.Record) sin
 	return res
 }
 
-// classify marks a produce error per sinks.md §9: authorization and SASL
+// classify marks a produce error per docs/kafka.md: authorization and SASL
 // failures, an unknown or invalid topic (franz-go reports it after
 // repeated metadata refreshes) and TLS certificate failures are Destination,
 // since they fail every message alike; everything else — timeouts,

@@ -31,7 +31,7 @@ import (
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-// orderMessage is the message of data-shapes §7.2 with trace headers, a
+// orderMessage is the message of docs/formats.md#file-records with trace headers, a
 // custom header and a header that tries to spoof the sink's own.
 func orderMessage() *sink.Envelope {
 	e := env("orders.created", "ORDERS", 42, map[string][]string{
@@ -162,7 +162,7 @@ func TestRecordFormats(t *testing.T) {
 }
 
 // TestRecordTimestamp: jetstream takes Nats-Time-Stamp, else the JetStream
-// time (µs, data-shapes §1.1); now leaves it to the producer's clock.
+// time (µs, docs/formats.md#json-encoding); now leaves it to the producer's clock.
 func TestRecordTimestamp(t *testing.T) {
 	c := Default()
 	c.Topic = "t"

@@ -12,7 +12,7 @@ import (
 )
 
 // headersOnlyPoison is a message without stream metadata, message id or
-// payload: no key material exists (data-shapes §5), so the default key
+// payload: no key material exists (docs/formats.md#idempotency-keys), so the default key
 // strategy must reject it.
 func headersOnlyPoison(stream string, _ uint64) *sink.Envelope {
 	return intake.Build(intake.Message{Subject: "sinktest." + stream,
@@ -29,7 +29,7 @@ func oversizedPoison(stream string, seq uint64) *sink.Envelope {
 // TestConformance runs the sink contract suite against a kfake cluster.
 //
 // ReadBack consumes the whole topic and reports each distinct record key
-// once: Kafka's duplicate model is the key (sinks.md §9). A redelivered
+// once: Kafka's duplicate model is the key (docs/kafka.md). A redelivered
 // message is produced again as a second record with the same key, which a
 // de-duplicating consumer or a compacted topic collapses, so the suite's
 // "stored exactly once" is checked here as "exactly one distinct key".

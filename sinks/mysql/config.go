@@ -1,5 +1,5 @@
-// Package mysql is the MySQL/MariaDB sink (spec sinks.md §4): rows of the
-// shared relational layout (data-shapes §9) written with multi-row INSERTs
+// Package mysql is the MySQL/MariaDB sink (spec docs/sql.md#per-database): rows of the
+// shared relational layout (docs/formats.md#sql-tables) written with multi-row INSERTs
 // (server-side prepared statements of a few fixed row counts), inside one
 // transaction per WriteBatch, through the pure-Go
 // github.com/go-sql-driver/mysql driver.
@@ -21,8 +21,8 @@ import (
 	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
-// Config is the mysql sink's configuration (sinks.md §4 and the shared keys
-// of §2). Default returns it with every default; Decode fills it from a
+// Config is the mysql sink's configuration (docs/sql.md#per-database and the shared keys
+// of docs/sql.md). Default returns it with every default; Decode fills it from a
 // "sink" object.
 type Config struct {
 	Type     string `json:"type" trim:"true" lower:"true" enum:"mysql" doc:"Sink type."`
@@ -32,7 +32,7 @@ type Config struct {
 	User     string `json:"user" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"User name; requires exactly one of password, password_env, password_file."`
 	// Password, PasswordEnv and PasswordFile are the three sources of the
 	// password; exactly one must be set. The file source is the
-	// configuration-wide [ext] rule of config.md §3 (every *_env secret can
+	// configuration-wide [ext] rule of docs/configuration.md#nats (every *_env secret can
 	// come from a *_file instead).
 	Password     *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
 	PasswordEnv  *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
@@ -45,7 +45,7 @@ type Config struct {
 	SSLKey            *string `json:"ssl_key" nopad:"true" nocontrol:"true" doc:"Client private key file (PEM); requires ssl_cert."`
 	SSLVerifyIdentity bool    `json:"ssl_verify_identity" doc:"Check the server certificate's host name when ssl_ca is set."`
 	SSLDisabled       bool    `json:"ssl_disabled" doc:"Never use TLS; not allowed with any ssl_* file."`
-	Mode              string  `json:"mode" enum:"insert,insert_ignore,upsert,append" doc:"Write mode (sinks.md §2)."`
+	Mode              string  `json:"mode" enum:"insert,insert_ignore,upsert,append" doc:"Write mode (docs/sql.md)."`
 	// UpsertUpdateColumns: nil = every non-key mapped column, [] = none.
 	UpsertUpdateColumns *[]string `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
 	PoolName            *string   `json:"pool_name" pattern:"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$" doc:"Sent as the connection attribute program_name."`
@@ -56,7 +56,7 @@ type Config struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §4.
+// Default returns the configuration with every default of docs/sql.md#per-database.
 func Default() Config {
 	return Config{
 		Type:              "mysql",
@@ -73,7 +73,7 @@ func Default() Config {
 // Decode validates one mysql "sink" object without I/O and returns its
 // Config. Problems come back as one *sink.ConfigError with paths relative
 // to the sink object. Secrets named by password_env and password_file are
-// not read here (config.md §1.2).
+// not read here (docs/configuration.md#how-a-file-is-loaded).
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
 	if err := fields.DecodeSinkExact(raw, &c); err != nil {
@@ -88,7 +88,7 @@ func (c *Config) options() sqlmodel.Options {
 
 // Validate checks c: the rules of the struct tags and, when they pass, the
 // rules they cannot express: the password sources, the TLS file pairs, and
-// the shared relational rules of sinks.md §2 with MySQL's identifiers.
+// the shared relational rules of docs/sql.md with MySQL's identifiers.
 // Problems have paths relative to the sink object and come back as one
 // *sink.ConfigError, or nil. Decode calls it on the decoded object, New
 // before anything else, so a Config built in Go is checked like a loaded

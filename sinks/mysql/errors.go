@@ -10,7 +10,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Server error codes used by the classification (sinks.md §4).
+// Server error codes used by the classification (docs/sql.md#per-database).
 const (
 	errDupEntry = 1062
 )
@@ -24,14 +24,14 @@ const (
 )
 
 // classifyCode maps a MySQL/MariaDB error number to its class (sinks.md
-// §4). Codes marked [ext] are not in the spec's lists; they are the same
+// docs/sql.md#per-database). Codes marked [ext] are not in the spec's lists; they are the same
 // kind of failure as their neighbours.
 func classifyCode(mode sqlmodel.Mode, code uint16) class {
 	switch code {
 	case errDupEntry:
 		if mode == sqlmodel.InsertIgnore {
 			// A concurrent writer inserted the key between the ignore
-			// check and the insert (README Q11): retry the batch.
+			// check and the insert (docs/migrating.md Q11): retry the batch.
 			return classTemporary
 		}
 		return classPermanent
@@ -87,7 +87,7 @@ func (s *Sink) classify(err error) error {
 	return err
 }
 
-// sanitize keeps server messages free of message content (sinks.md §0.1):
+// sanitize keeps server messages free of message content (docs/library.md#the-sink-boundary):
 // a duplicate-key message quotes the key values (a message id is a header
 // value) and an incorrect-value message quotes the offending bytes. The
 // quoted value is replaced by '…'; the error number, the key or column name

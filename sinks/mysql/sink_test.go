@@ -45,7 +45,7 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// TestGoldenRow writes the data-shapes §7.2 golden message and compares
+// TestGoldenRow writes the docs/formats.md#file-records golden message and compares
 // every column with what the shared record code produces.
 func TestGoldenRow(t *testing.T) {
 	t.Parallel()

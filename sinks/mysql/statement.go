@@ -114,7 +114,7 @@ func (st statement) effective(rows []*sqlmodel.Row, affected int64) (fresh int64
 }
 
 // ddl returns the auto_create statement for t: the recommended DDL of
-// data-shapes §9 and, when the idempotency key is not the primary key
+// docs/formats.md#sql-tables and, when the idempotency key is not the primary key
 // (strategies message_id and payload_field, or custom key columns), a
 // unique constraint on the key columns named <table>_idem. The spec gives
 // that constraint for PostgreSQL and SQLite only; MySQL needs it just as
@@ -136,7 +136,7 @@ func ddl(m *sqlmodel.Model, t *sqlmodel.Table) string {
 // idemConstraint is <name>_idem, or when that exceeds MySQL's 64-character
 // identifier limit, the first 50 characters of name, "_", the first 8 hex
 // digits of sha256(name) and "_idem" (the primary-key rule of data-shapes
-// §9, with a suffix that cannot collide with the primary key's name).
+// docs/kafka.md, with a suffix that cannot collide with the primary key's name).
 func idemConstraint(name string) string {
 	if c := name + "_idem"; len(c) <= 64 {
 		return c

@@ -95,7 +95,7 @@ func TestDDL(t *testing.T) {
 	}
 	long := strings.Repeat("L", 62) // L…L_idem exceeds 64 characters
 	for _, tt := range []struct{ name, js, want string }{
-		{"default table: the data-shapes §9 text", `"mode":"upsert"`, spec},
+		{"default table: the docs/formats.md#sql-tables text", `"mode":"upsert"`, spec},
 		{"key in another order is still the primary key", `"idempotency":{"columns":["STREAM_SEQUENCE","STREAM_NAME"]}`, spec},
 		{"insert without key columns", `"mode":"insert","idempotency":{"columns":[]}`, spec},
 		{"message_id key adds _idem", `"idempotency":{"strategy":"message_id"}`, withIdem("NATS_SINK_EVENTS", "NATS_SINK_EVENTS_idem", "`MESSAGE_ID`")},

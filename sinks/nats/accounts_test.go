@@ -251,7 +251,7 @@ leafnodes {
 	t.Logf("write of %d during the outage returned after %v", n, time.Since(start))
 	for i, r := range during {
 		// No responder for central.> on the leaf: Destination (no stream
-		// answers, sinks.md §10); a PubAck lost with the link: Temporary.
+		// answers, docs/nats-sink.md); a PubAck lost with the link: Temporary.
 		// Both are retried and never dead-lettered.
 		if r.Outcome != sink.Destination && r.Outcome != sink.Temporary {
 			t.Errorf("message %d during the outage = %v (%v), want destination or temporary", i, r.Outcome, r.Err)

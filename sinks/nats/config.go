@@ -1,5 +1,5 @@
-// Package natssink is the NATS republish sink (spec sinks.md §10,
-// data-shapes §13): every message is published to a JetStream-stored subject
+// Package natssink is the NATS republish sink (spec docs/nats-sink.md,
+// docs/formats.md#nats-republish-messages): every message is published to a JetStream-stored subject
 // and counts as written only when its PubAck arrives. The package is named
 // natssink, not nats, so that it does not clash with nats.go in importers.
 //
@@ -21,7 +21,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Config is the nats sink's configuration (sinks.md §10). Default returns it
+// Config is the nats sink's configuration (docs/nats-sink.md). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
 	Type                   string                 `json:"type" trim:"true" lower:"true" enum:"nats" doc:"Sink type."`
@@ -29,8 +29,8 @@ type Config struct {
 	SubjectPrefix          *string                `json:"subject_prefix" nonblank:"true" doc:"Target = prefix + \".\" + original subject; exactly one of subject, subject_prefix."`
 	Connection             *natsconfig.Connection `json:"connection" doc:"null reuses the source connection; else the connection keys of the nats section, for another cluster or account."`
 	ExpectedStream         *string                `json:"expected_stream" nonblank:"true" doc:"Publishes fail unless this stream stores the message (Nats-Expected-Stream)."`
-	BodyFormat             string                 `json:"body_format" enum:"raw,envelope" doc:"raw = the delivered bytes; envelope = nats_sinks.nats.message.v1 (data-shapes §13)."`
-	PayloadMode            string                 `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope body (data-shapes §4)."`
+	BodyFormat             string                 `json:"body_format" enum:"raw,envelope" doc:"raw = the delivered bytes; envelope = nats_sinks.nats.message.v1 (docs/formats.md#nats-republish-messages)."`
+	PayloadMode            string                 `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"Payload normalisation for the envelope body (docs/formats.md#payload-normalisation)."`
 	ForwardHeaders         bool                   `json:"forward_headers" doc:"Copy the original headers, except names starting with Nats-."`
 	PublishTimeoutMS       int                    `json:"publish_timeout_ms" min:"100" max:"60000" doc:"How long one publish waits for its PubAck."`
 	MaxConcurrentPublishes int                    `json:"max_concurrent_publishes" min:"1" max:"10000" doc:"Outstanding asynchronous publishes of the sink."`
@@ -38,7 +38,7 @@ type Config struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §10.
+// Default returns the configuration with every default of docs/nats-sink.md.
 func Default() Config {
 	return Config{
 		Type:                   "nats",

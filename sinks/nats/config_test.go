@@ -277,7 +277,7 @@ func TestEffectiveAndSchema(t *testing.T) {
 		t.Errorf("effective connection = %v, want the password masked and the user shown", conn)
 	}
 	if len(eff) != 10 {
-		t.Errorf("effective configuration has %d keys, want the 10 of sinks.md §10 plus type", len(eff))
+		t.Errorf("effective configuration has %d keys, want the 10 of docs/nats-sink.md plus type", len(eff))
 	}
 	schema := fields.Schema(&c)
 	props, _ := schema["properties"].(map[string]any)

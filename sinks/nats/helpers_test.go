@@ -16,7 +16,7 @@ import (
 	"github.com/nats-sinks/nats-sink/tracing"
 )
 
-// fixedNow is the stored_at of every test sink (data-shapes §7.2).
+// fixedNow is the stored_at of every test sink (docs/formats.md#file-records).
 var fixedNow = time.Date(2026, 5, 29, 10, 0, 0, 300000000, time.UTC)
 
 // server starts a JetStream server holding stream name on subjects and

@@ -13,10 +13,10 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Schema is the schema name of envelope bodies (data-shapes §13).
+// Schema is the schema name of envelope bodies (docs/formats.md#nats-republish-messages).
 const Schema = "nats_sinks.nats.message.v1"
 
-// Header names the sink sets on every republished message (data-shapes §13).
+// Header names the sink sets on every republished message (docs/formats.md#nats-republish-messages).
 const (
 	HeaderMsgID            = "Nats-Msg-Id"
 	HeaderOriginalSubject  = "Nats-Sinks-Original-Subject"
@@ -27,7 +27,7 @@ const (
 
 // traceHeaders carry W3C trace context. Message copies them verbatim from
 // the original message, whether or not forward_headers is on: what
-// observability §4 asks for with tracing disabled. With tracing, WriteBatch
+// docs/tracing.md asks for with tracing disabled. With tracing, WriteBatch
 // replaces them with the context of the republish span.
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 
@@ -40,7 +40,7 @@ func (c *Config) target(e *sink.Envelope) string {
 }
 
 // probeSubject is the subject whose stream Start and Healthcheck look up:
-// the literal subject, or <prefix>.healthcheck (sinks.md §10).
+// the literal subject, or <prefix>.healthcheck (docs/nats-sink.md).
 func (c *Config) probeSubject() string {
 	if c.Subject != nil {
 		return *c.Subject
@@ -48,7 +48,7 @@ func (c *Config) probeSubject() string {
 	return *c.SubjectPrefix + ".healthcheck"
 }
 
-// Message builds the message e is republished as (data-shapes §13):
+// Message builds the message e is republished as (docs/formats.md#nats-republish-messages):
 // subject, body and headers. storedAt is the time the envelope body's
 // metadata is built. Errors are Permanent (sink.Failed classifies them):
 // no idempotency key (ValidationError) or a payload that cannot be
@@ -64,9 +64,9 @@ func (c *Config) Message(e *sink.Envelope, storedAt time.Time) (*nats.Msg, error
 		if err != nil {
 			return nil, err
 		}
-		// data-shapes §13: the HTTP envelope of §10 with its schema
+		// docs/formats.md#nats-republish-messages: the HTTP envelope of docs/nats-sink.md with its schema
 		// changed, in the ascii flavour. The HTTP sink's include_* options
-		// default to true and the nats sink has none, so metadata (§3,
+		// default to true and the nats sink has none, so metadata (docs/oracle.md,
 		// without custody), mission_metadata, security_labels and custody
 		// are always present; idempotency_key is the core key (the
 		// Nats-Msg-Id) and labels keep the HTTP envelope's ","-joined form.

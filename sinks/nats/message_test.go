@@ -14,10 +14,10 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// TestGoldenEnvelope checks the envelope body of the §7.2 message against
+// TestGoldenEnvelope checks the envelope body of the docs/http.md message against
 // testdata/envelope_golden.json. That file was derived from the normative
 // file-record golden (internal/record/testdata/file_record_compact.json) by
-// changing only what data-shapes §10 and §13 change: schema, the
+// changing only what docs/formats.md#http-body and docs/library.md#the-sink-boundary change: schema, the
 // idempotency_key member, ","-joined labels, and the ascii flavour.
 func TestGoldenEnvelope(t *testing.T) {
 	e := shapestest.Golden()
@@ -60,7 +60,7 @@ func TestMessageRawAndHeaders(t *testing.T) {
 		expect  *string
 		want    nats.Header
 	}{
-		{"§7.2 message, forward_headers", golden, true, nil, nats.Header{
+		{"docs/http.md message, forward_headers", golden, true, nil, nats.Header{
 			"Nats-Msg-Id":                  {"stream-sequence:ORDERS:42"},
 			"Nats-Sinks-Original-Subject":  {"orders.created"},
 			"Nats-Sinks-Original-Stream":   {"ORDERS"},

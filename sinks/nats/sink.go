@@ -115,7 +115,7 @@ func problem(path, msg string) error {
 }
 
 // checkLoop refuses a target that the source consumer's filters would
-// deliver again (sinks.md §10): every republished message would be read,
+// deliver again (docs/nats-sink.md): every republished message would be read,
 // republished under a new stream sequence (so a new Nats-Msg-Id), and read
 // again, forever.
 func (c *Config) checkLoop(filters []string) error {
@@ -205,7 +205,7 @@ type inflight struct {
 //
 // With tracing, each republish is a PRODUCER span, a child of the message's
 // span, lasting until the PubAck, and the republished message carries that
-// span's context (observability §4); without tracing it carries the
+// span's context (docs/tracing.md); without tracing it carries the
 // original message's trace headers.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	results := make([]sink.Result, len(batch))
@@ -319,7 +319,7 @@ const (
 	codeSealed         = 10109 // stream sealed: no message can be stored
 )
 
-// classify marks a publish error per sinks.md §10: a message over the
+// classify marks a publish error per docs/nats-sink.md: a message over the
 // server's or stream's maximum is Permanent; no stream answering, an
 // expected-stream mismatch, a sealed stream and a permission violation are
 // Destination (they hit every message); timeouts, disconnections and

@@ -1,5 +1,5 @@
-// Package oracle is the Oracle Database sink (spec sinks.md §3): rows of the
-// shared relational layout (data-shapes §9) written through the pure-Go
+// Package oracle is the Oracle Database sink (spec docs/oracle.md): rows of the
+// shared relational layout (docs/formats.md#sql-tables) written through the pure-Go
 // github.com/sijms/go-ora/v2 driver, one transaction per WriteBatch, one
 // array-bound execution of the spec's statement per table (insert, insert
 // with the append hint, or MERGE), or the staging path (array insert into
@@ -24,11 +24,11 @@ import (
 )
 
 // notSupported is the spec's text for a connection key that the go-ora
-// driver (and this package on top of it) cannot honour (sinks.md §3).
+// driver (and this package on top of it) cannot honour (docs/oracle.md).
 const notSupported = "not supported by this build"
 
-// Config is the oracle sink's configuration (sinks.md §3 and the shared keys
-// of §2). Default returns it with every default; Decode fills it from a
+// Config is the oracle sink's configuration (docs/oracle.md and the shared keys
+// of docs/sql.md). Default returns it with every default; Decode fills it from a
 // "sink" object.
 type Config struct {
 	Type string `json:"type" trim:"true" lower:"true" enum:"oracle" doc:"Sink type."`
@@ -39,7 +39,7 @@ type Config struct {
 	User string `json:"user" required:"true" trim:"true" nonblank:"true" nocontrol:"true" doc:"Database user; requires exactly one of password, password_env, password_file."`
 	// Password, PasswordEnv and PasswordFile are the three sources of the
 	// password; exactly one is required. The file source is the
-	// configuration-wide [ext] rule of config.md §3.
+	// configuration-wide [ext] rule of docs/configuration.md#nats.
 	Password     *secret.Value `json:"password" secret:"true" nonblank:"true" nocontrol:"true" doc:"Password; only one of password, password_env, password_file."`
 	PasswordEnv  *string       `json:"password_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the password, read at start."`
 	PasswordFile *string       `json:"password_file" nonblank:"true" nocontrol:"true" doc:"File holding the password (one trailing newline removed), read at start."`
@@ -63,7 +63,7 @@ type Config struct {
 	RetryDelay         *int     `json:"retry_delay" min:"0" doc:"Seconds between connection attempts (null = 0)."`
 	HTTPSProxy         *string  `json:"https_proxy" doc:"HTTPS proxy host (not supported by this build)."`
 	HTTPSProxyPort     *int     `json:"https_proxy_port" min:"1" max:"65535" doc:"HTTPS proxy port; requires https_proxy (not supported by this build)."`
-	Mode               string   `json:"mode" enum:"insert,insert_ignore,merge,append" doc:"Write mode (sinks.md §2)."`
+	Mode               string   `json:"mode" enum:"insert,insert_ignore,merge,append" doc:"Write mode (docs/sql.md)."`
 	// MergeUpdateColumns: nil = every non-key mapped column, [] = none.
 	MergeUpdateColumns *[]string `json:"merge_update_columns" doc:"Columns a merge updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
 	Staging            Staging   `json:"staging" doc:"Staging-table write path."`
@@ -76,7 +76,7 @@ type Config struct {
 	sqlconfig.Shared[sqlconfig.MergeRoute]
 }
 
-// Staging is the "staging" object (sinks.md §3).
+// Staging is the "staging" object (docs/oracle.md).
 type Staging struct {
 	Enabled       bool    `json:"enabled" doc:"Write through the staging table: insert all rows there, then one MERGE from it."`
 	Table         *string `json:"table" doc:"Staging table (name or schema.name); required when enabled."`
@@ -92,7 +92,7 @@ const (
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §3.
+// Default returns the configuration with every default of docs/oracle.md.
 func Default() Config {
 	return Config{
 		Type:               "oracle",
@@ -109,7 +109,7 @@ func Default() Config {
 // Decode validates one oracle "sink" object without I/O and returns its
 // Config. Problems come back as one *sink.ConfigError with paths relative
 // to the sink object. Secrets named by *_env and *_file keys are not read
-// here (config.md §1.2).
+// here (docs/configuration.md#how-a-file-is-loaded).
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
 	if err := fields.DecodeSinkExact(raw, &c); err != nil {
@@ -125,7 +125,7 @@ func (c *Config) options() sqlmodel.Options {
 // Validate checks c: the rules of the struct tags and, when they pass, the
 // rules they cannot express: the dsn's form, the secret sources, the keys
 // this build cannot honour, the staging object, the pool sizes, and the
-// shared relational rules of sinks.md §2 with Oracle's identifiers.
+// shared relational rules of docs/sql.md with Oracle's identifiers.
 // Problems have paths relative to the sink object and come back as one
 // *sink.ConfigError, or nil. Decode calls it on the decoded object, New
 // before anything else, so a Config built in Go is checked like a loaded

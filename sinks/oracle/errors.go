@@ -22,14 +22,14 @@ const (
 	classDestination
 )
 
-// classifyCode maps an ORA error number to its class (sinks.md §3, README
+// classifyCode maps an ORA error number to its class (docs/oracle.md, README
 // Q6, Q11, Q22).
 func classifyCode(mode sqlmodel.Mode, code int) class {
 	switch code {
 	case oraUniqueViolation:
 		if mode == sqlmodel.InsertIgnore {
 			// A concurrent writer inserted the key between the MERGE's
-			// match and its insert (README Q11): retry the batch.
+			// match and its insert (docs/migrating.md Q11): retry the batch.
 			return classTemporary
 		}
 		return classPermanent

@@ -10,11 +10,11 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 )
 
-// batchBind is the bind name of the staging batch id (sinks.md §3).
+// batchBind is the bind name of the staging batch id (docs/oracle.md).
 const batchBind = "nats_sinks_batch_id"
 
 // plan is the SQL of one table, built once from identifiers that passed the
-// allow-list (values are always bound, by the names of sinks.md §3). Oracle
+// allow-list (values are always bound, by the names of docs/oracle.md). Oracle
 // identifiers are left unquoted: the allow-list admits only names that need
 // no quotes, and unquoted names fold to upper case as the spec requires.
 type plan struct {
@@ -76,7 +76,7 @@ func dualSource(m *sqlmodel.Model) string {
 	return "(select " + strings.Join(items, ", ") + " from dual)"
 }
 
-// mergeSQL is the MERGE of sinks.md §3 with the given source: insert_ignore
+// mergeSQL is the MERGE of docs/oracle.md with the given source: insert_ignore
 // has only "when not matched"; merge adds "when matched then update" when
 // there are update columns.
 func mergeSQL(m *sqlmodel.Model, t *sqlmodel.Table, source string) string {
@@ -127,11 +127,11 @@ type namedArg struct {
 }
 
 // ddl returns the auto_create statement for t: the Oracle DDL of
-// data-shapes §9 and, when the idempotency key is not the primary key, a
+// docs/formats.md#sql-tables and, when the idempotency key is not the primary key, a
 // unique constraint "<name>_idem" on the key columns. The spec gives that
 // constraint for PostgreSQL and SQLite only; Oracle's MERGE needs no index
 // to find matches, but without one two concurrent writers of the same key
-// (scale-out, runtime §15) both insert, which the constraint turns into
+// (scale-out, docs/delivery.md#scale-out) both insert, which the constraint turns into
 // ORA-00001 (Temporary in insert_ignore: the retry then finds the row).
 func ddl(m *sqlmodel.Model, t *sqlmodel.Table) string {
 	base := m.DDL(t)

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Literal fragments of the spec's statements (sinks.md §3) for the default
+// Literal fragments of the spec's statements (docs/oracle.md) for the default
 // column mapping, written out here rather than derived from the code under
 // test.
 const (
@@ -140,7 +140,7 @@ func TestCustomColumns(t *testing.T) {
 	}
 }
 
-// Oracle DDL of data-shapes §9, verbatim.
+// Oracle DDL of docs/formats.md#sql-tables, verbatim.
 const wantDDL = `create table NATS_SINK_EVENTS (
     stream_name       varchar2(255) not null,
     stream_sequence   number not null,
@@ -195,8 +195,8 @@ func TestGoldenBinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The metadata bind is the golden file record's metadata (§7.2) plus
-	// "custody": null, as ascii JSON (data-shapes §3, §9).
+	// The metadata bind is the golden file record's metadata (docs/http.md) plus
+	// "custody": null, as ascii JSON (docs/formats.md#metadata-document, docs/kafka.md).
 	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "record", "testdata", "file_record_compact.json"))
 	if err != nil {
 		t.Fatal(err)

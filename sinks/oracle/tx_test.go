@@ -254,11 +254,11 @@ func TestWriteBatchFailures(t *testing.T) {
 	}{
 		{"duplicate key in merge is permanent", ``, func(call) error { return oraErr(1) }, nil, nil,
 			"permanent(shared)/PermanentSinkError permanent(shared)/PermanentSinkError", false, 1},
-		{"duplicate key in insert_ignore is temporary (README Q11)", `"mode":"insert_ignore"`, func(call) error { return oraErr(1) }, nil, nil,
+		{"duplicate key in insert_ignore is temporary (docs/migrating.md Q11)", `"mode":"insert_ignore"`, func(call) error { return oraErr(1) }, nil, nil,
 			"temporary(shared) temporary(shared)", false, 1},
 		{"missing table is a destination failure", `"mode":"insert"`, func(call) error { return oraErr(942) }, nil, nil,
 			"destination(shared) destination(shared)", false, 0},
-		{"value too large is permanent (README Q22)", ``, func(call) error { return oraErr(12899) }, nil, nil,
+		{"value too large is permanent (docs/migrating.md Q22)", ``, func(call) error { return oraErr(12899) }, nil, nil,
 			"permanent(shared)/PermanentSinkError permanent(shared)/PermanentSinkError", false, 0},
 		{"staging delete failure rolls back everything", `"staging":{"enabled":true,"table":"stage"}`, func(c call) error {
 			if strings.HasPrefix(c.SQL, "delete") {

@@ -1,5 +1,5 @@
-// Package postgres is the PostgreSQL sink (spec sinks.md §5): rows of the
-// shared relational layout (data-shapes §9) written with pgx, one
+// Package postgres is the PostgreSQL sink (spec docs/sql.md#per-database): rows of the
+// shared relational layout (docs/formats.md#sql-tables) written with pgx, one
 // transaction per batch on one connection, one statement per table.
 //
 // The statement binds one array per column and reads the rows back with
@@ -21,8 +21,8 @@ import (
 	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
-// Config is the postgres sink's configuration (sinks.md §5 and the shared
-// keys of §2). Default returns it with every default; Decode fills it from a
+// Config is the postgres sink's configuration (docs/sql.md#per-database and the shared
+// keys of docs/sql.md). Default returns it with every default; Decode fills it from a
 // "sink" object.
 type Config struct {
 	Type     string `json:"type" trim:"true" lower:"true" enum:"postgres" doc:"Sink type."`
@@ -45,7 +45,7 @@ type Config struct {
 	ConnectTimeoutSeconds int           `json:"connect_timeout_seconds" min:"1" max:"300" doc:"Connection timeout in seconds."`
 	StatementTimeoutMS    int           `json:"statement_timeout_ms" min:"0" max:"3600000" doc:"Server-side statement timeout in milliseconds (0 = none)."`
 	ApplicationName       string        `json:"application_name" nocontrol:"true" doc:"application_name reported to the server (PostgreSQL truncates it to 63 bytes)."`
-	Mode                  string        `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (sinks.md §2)."`
+	Mode                  string        `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (docs/sql.md)."`
 	UpsertUpdateColumns   *[]string     `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
 	Staging               Staging       `json:"staging" doc:"COPY-based write path."`
 	PoolSize              int           `json:"pool_size" min:"1" max:"64" doc:"Maximum open connections (one per in-flight batch)."`
@@ -61,7 +61,7 @@ type Staging struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §5.
+// Default returns the configuration with every default of docs/sql.md#per-database.
 func Default() Config {
 	return Config{
 		Type:                  "postgres",
@@ -94,7 +94,7 @@ func (c *Config) options() sqlmodel.Options {
 
 // Validate checks c: the rules of the struct tags and, when they pass, the
 // rules they cannot express: at most one password source, ssl_cert with ssl_key,
-// and the shared relational rules of sinks.md §2 with PostgreSQL's
+// and the shared relational rules of docs/sql.md with PostgreSQL's
 // identifiers. Problems have paths relative to the sink object and come
 // back as one *sink.ConfigError, or nil. Decode calls it on the decoded
 // object, New before anything else, so a Config built in Go is checked like

@@ -225,7 +225,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{"23505", sqlmodel.Insert, sink.Permanent},
 		{"23505", sqlmodel.Upsert, sink.Permanent},
-		{"23505", sqlmodel.InsertIgnore, sink.Temporary}, // writer race, README Q11
+		{"23505", sqlmodel.InsertIgnore, sink.Temporary}, // writer race, docs/migrating.md Q11
 		{"22001", sqlmodel.Upsert, sink.Permanent},       // value too long
 		{"22P05", sqlmodel.Upsert, sink.Permanent},       // \u0000 in jsonb
 		{"22P02", sqlmodel.Upsert, sink.Permanent},

@@ -194,7 +194,7 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// TestGoldenRow writes the §7.2 message into the auto-created (jsonb)
+// TestGoldenRow writes the docs/http.md message into the auto-created (jsonb)
 // table and into a user table with text JSON columns, and compares every
 // column with what the record and jsonx packages produce: jsonb holds the
 // same value, text columns the exact canonical ascii text.

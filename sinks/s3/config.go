@@ -1,4 +1,4 @@
-// Package s3sink is the S3 sink (spec sinks.md §8, data-shapes §11): one
+// Package s3sink is the S3 sink (spec docs/s3.md, docs/formats.md#s3-objects): one
 // object per message (plus an optional metadata sidecar) in one bucket of
 // Amazon S3 or an S3-compatible store, written with the AWS SDK for Go v2.
 // A message is Committed only after PutObject returned success.
@@ -30,7 +30,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Config is the s3 sink's configuration (sinks.md §8). Default returns it
+// Config is the s3 sink's configuration (docs/s3.md). Default returns it
 // with every default; Decode fills it from a "sink" object.
 type Config struct {
 	Type                     string            `json:"type" trim:"true" lower:"true" enum:"s3" doc:"Sink type."`
@@ -44,14 +44,14 @@ type Config struct {
 	AWSAccessKeyIDEnv        *string           `json:"aws_access_key_id_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the access key id; credential_mode environment only (required there)."`
 	AWSSecretAccessKeyEnv    *string           `json:"aws_secret_access_key_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding the secret access key; credential_mode environment only (required there)."`
 	AWSSessionTokenEnv       *string           `json:"aws_session_token_env" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Environment variable holding a session token; credential_mode environment only."`
-	KeyStrategy              string            `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the object key is derived from (data-shapes §11)."`
+	KeyStrategy              string            `json:"key_strategy" enum:"idempotency_key,stream_sequence,message_id,payload_sha256" doc:"What the object key is derived from (docs/formats.md#s3-objects)."`
 	KeyPrefix                *string           `json:"key_prefix" blanknull:"true" pattern:"^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$" doc:"Written as '<key_prefix>:' before the strategy's key."`
 	ObjectSuffix             string            `json:"object_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Suffix of every object key."`
 	DuplicatePolicy          string            `json:"duplicate_policy" enum:"skip_existing,replace,fail_existing" doc:"An existing key is a duplicate (skip_existing), is overwritten (replace), or dead-letters the message (fail_existing)."`
 	ObjectFormat             string            `json:"object_format" enum:"envelope,payload" doc:"Object body: the nats_sinks.s3.object.v1 envelope, or the normalised payload alone."`
 	MetadataMode             string            `json:"metadata_mode" enum:"none,object_metadata,sidecar" doc:"none: no user metadata; object_metadata: x-amz-meta-* headers; sidecar: those plus a nats_sinks.s3.sidecar.v1 object beside each object."`
 	SidecarSuffix            string            `json:"sidecar_suffix" pattern:"^\\.[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$" doc:"Replaces object_suffix in the sidecar's key; must differ from object_suffix."`
-	PayloadMode              string            `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (data-shapes §4)."`
+	PayloadMode              string            `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised (docs/formats.md#payload-normalisation)."`
 	Compression              string            `json:"compression" enum:"none,gzip" doc:"gzip compresses the primary object (Content-Encoding: gzip); object_suffix must then not be .json."`
 	ContentType              string            `json:"content_type" enum:"application/json" doc:"Content-Type of every object."`
 	ObjectMetadata           map[string]string `json:"object_metadata" maxitems:"32" nopad:"true" nocontrol:"true" maxlen:"256" doc:"Extra user metadata (at most 32): names ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$, unique ignoring case; values at most 256 characters."`
@@ -73,7 +73,7 @@ type Config struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §8.
+// Default returns the configuration with every default of docs/s3.md.
 func Default() Config {
 	return Config{
 		Type:                   "s3",
@@ -141,7 +141,7 @@ var (
 // readable by anyone who may read the object.
 var secretMetadata = []string{"authorization", "cookie", "x-api-key", "x-auth-token"}
 
-// Names of the user metadata the sink writes itself (data-shapes §11).
+// Names of the user metadata the sink writes itself (docs/formats.md#s3-objects).
 const (
 	metaSchema        = "nats-sinks-schema"
 	metaSchemaVersion = "nats-sinks-schema-version"

@@ -38,14 +38,14 @@ func TestDecodeDefaults(t *testing.T) {
 	if diff := cmp.Diff(want, op.(Config)); diff != "" {
 		t.Errorf("Decode mismatch (-want +got):\n%s", diff)
 	}
-	// Spot-check the spec's defaults (sinks.md §8) rather than trusting
+	// Spot-check the spec's defaults (docs/s3.md) rather than trusting
 	// Default against itself.
 	d := Default()
 	if d.KeyStrategy != "idempotency_key" || d.ObjectSuffix != ".json" || d.DuplicatePolicy != "skip_existing" ||
 		d.MetadataMode != "object_metadata" || d.SidecarSuffix != ".metadata.json" || d.MaxObjectBytes != 16777216 ||
 		d.MaxMetadataBytes != 4096 || d.MaxKeyBytes != 1024 || d.RequestTimeoutSeconds != 10 || d.RetryBackoffMS != 250 ||
 		d.RetryMaxBackoffMS != 5000 || d.CredentialMode != "default_chain" || d.Concurrency != 1 {
-		t.Errorf("Default() = %+v differs from sinks.md §8", d)
+		t.Errorf("Default() = %+v differs from docs/s3.md", d)
 	}
 }
 
@@ -307,7 +307,7 @@ func TestSchemaAndEffective(t *testing.T) {
 	}
 	c.AWSSecretAccessKeyEnv = ptr("S3_SECRET")
 	eff := fields.Effective(&c)
-	// *_env values are variable names and are shown (config.md §10).
+	// *_env values are variable names and are shown (docs/security.md#secret-hygiene).
 	if got := string(jsonx.Marshal(eff["aws_secret_access_key_env"], jsonx.UTF8)); got != `"S3_SECRET"` {
 		t.Errorf("effective aws_secret_access_key_env = %s", got)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// keyPart is k(v) of data-shapes §11: every character that is not a Unicode
+// keyPart is k(v) of docs/formats.md#s3-objects: every character that is not a Unicode
 // letter or number and not '-', '_' or '.' becomes '_' (one per character,
 // unlike the file sink's runs); leading and trailing '.', '_' and '-' are
 // stripped; an empty result is "value". Each byte of invalid UTF-8 counts
@@ -41,9 +41,9 @@ func keyPart(v string) string {
 // keeps the key nats-sinks gave it.
 func part(v string) string { return record.Distinct(v, keyPart(v)) }
 
-// rawKey returns the strategy's part of the object key (data-shapes §11),
+// rawKey returns the strategy's part of the object key (docs/formats.md#s3-objects),
 // each value made injective by part. Missing material is a
-// SerializationError (sinks.md §0.3), except for the core key, whose own
+// SerializationError (docs/formats.md#dlq-body), except for the core key, whose own
 // error is a ValidationError.
 func rawKey(strategy string, e *sink.Envelope) (string, error) {
 	switch strategy {
@@ -63,7 +63,7 @@ func rawKey(strategy string, e *sink.Envelope) (string, error) {
 		// The spec names no missing material here, but hashing the empty
 		// body of a headers-only message would give every such message of
 		// a subject one key, and skip_existing would acknowledge all but
-		// the first as duplicates (README Q17 for HTTP, the file sink).
+		// the first as duplicates (docs/migrating.md Q17 for HTTP, the file sink).
 		if e.Payload.Omitted {
 			return "", sink.AsPermanentType(sink.SerializationError,
 				errors.New("payload_sha256 key strategy is unavailable because the original payload bytes were omitted"))
@@ -87,7 +87,7 @@ func rawKey(strategy string, e *sink.Envelope) (string, error) {
 }
 
 // objectKey returns the full object key of e: [prefix/][key_prefix:]raw
-// + object_suffix, checked against the key rules of data-shapes §11.
+// + object_suffix, checked against the key rules of docs/formats.md#s3-objects.
 func (c *Config) objectKey(e *sink.Envelope) (string, error) {
 	raw, err := rawKey(c.KeyStrategy, e)
 	if err != nil {
@@ -111,7 +111,7 @@ func (c *Config) objectKey(e *sink.Envelope) (string, error) {
 	return key, nil
 }
 
-// checkKey applies the key rules of data-shapes §11. With the validated
+// checkKey applies the key rules of docs/formats.md#s3-objects. With the validated
 // configuration and keyPart no rule but the length can fail today; the
 // checks stay so that a future strategy cannot produce a key that escapes
 // its prefix.

@@ -32,7 +32,7 @@ func TestKeyPart(t *testing.T) {
 	}
 }
 
-// TestObjectKeys checks the examples of data-shapes §11 and every strategy.
+// TestObjectKeys checks the examples of docs/formats.md#s3-objects and every strategy.
 func TestObjectKeys(t *testing.T) {
 	e := intake.Build(intake.Message{
 		Subject: "orders.created",
@@ -69,7 +69,7 @@ func deref(p *string) string {
 	return *p
 }
 
-// TestKeyMaterialMissing checks the permanent errors of data-shapes §11 and
+// TestKeyMaterialMissing checks the permanent errors of docs/formats.md#s3-objects and
 // their DLQ error types.
 func TestKeyMaterialMissing(t *testing.T) {
 	noMeta := intake.Build(intake.Message{Subject: "a.b", Data: []byte("x")}, nil, shapestest.Received)

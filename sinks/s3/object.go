@@ -15,7 +15,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Schema names of the objects the sink writes (data-shapes §11).
+// Schema names of the objects the sink writes (docs/formats.md#s3-objects).
 const (
 	ObjectSchema  = "nats_sinks.s3.object.v1"
 	SidecarSchema = "nats_sinks.s3.sidecar.v1"
@@ -101,7 +101,7 @@ func tooLarge(what string, n, limit int) error {
 		fmt.Errorf("%s of %d bytes exceeds max_object_bytes (%d)", what, n, limit))
 }
 
-// envelope returns the nats_sinks.s3.object.v1 document (data-shapes §11):
+// envelope returns the nats_sinks.s3.object.v1 document (docs/formats.md#s3-objects):
 // the common message envelope with every optional member, a metadata
 // document that has its own custody key, and the object's own headers and
 // epoch times.
@@ -125,7 +125,7 @@ func (c *Config) envelope(e *sink.Envelope, p record.Payload, now time.Time) jso
 	})
 }
 
-// sidecar returns the nats_sinks.s3.sidecar.v1 document (data-shapes §11):
+// sidecar returns the nats_sinks.s3.sidecar.v1 document (docs/formats.md#s3-objects):
 // the object's envelope without its payload, headers and event times, plus
 // where and how the object was written. Its metadata document has no
 // custody key; the sidecar has its own.
@@ -148,7 +148,7 @@ func (c *Config) sidecar(e *sink.Envelope, p record.Payload, key string, now tim
 	})
 }
 
-// jetStreamNS is the JetStream timestamp in epoch ns (µs precision, §1.1),
+// jetStreamNS is the JetStream timestamp in epoch ns (µs precision, docs/file-sink.md),
 // or null.
 func jetStreamNS(e *sink.Envelope) any {
 	if e.Timestamp.IsZero() {
@@ -157,7 +157,7 @@ func jetStreamNS(e *sink.Envelope) any {
 	return record.EpochNS(record.JetStreamTime(e.Timestamp))
 }
 
-// createdNS is the message creation time of data-shapes §3 in epoch ns, or
+// createdNS is the message creation time of docs/formats.md#metadata-document in epoch ns, or
 // null.
 func createdNS(e *sink.Envelope) any {
 	c := record.CreatedAt(e)
@@ -167,7 +167,7 @@ func createdNS(e *sink.Envelope) any {
 	return record.EpochNS(c.Time)
 }
 
-// userMetadata returns the x-amz-meta-* entries of data-shapes §11 for an
+// userMetadata returns the x-amz-meta-* entries of docs/formats.md#s3-objects for an
 // object of the given schema; messageID adds the message id's hash.
 func (c *Config) userMetadata(schema, messageID string) (map[string]string, error) {
 	m := make(map[string]string, len(c.ObjectMetadata)+4)
@@ -205,7 +205,7 @@ var gzipWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// gzipBytes compresses b as the file sink does (data-shapes §7): header
+// gzipBytes compresses b as the file sink does (docs/formats.md#file-records): header
 // MTIME 0, no file name, OS byte 3 (Unix), so equal input gives equal bytes.
 func gzipBytes(b []byte) ([]byte, error) {
 	var buf bytes.Buffer

@@ -34,8 +34,8 @@ import (
 var _ sink.Sink = (*Sink)(nil)
 
 // The Sink deliberately has no Healthcheck: test-sink makes no request
-// (sinks.md §8). After a Destination outcome the runner probes by retrying
-// the next batch instead (runtime §5.1), which exercises the real PUT path
+// (docs/s3.md). After a Destination outcome the runner probes by retrying
+// the next batch instead (docs/delivery.md#destination-circuit), which exercises the real PUT path
 // and its permissions rather than a HEAD on the bucket that needs others.
 
 // Sink writes one object (and optionally one sidecar) per message. It is
@@ -70,7 +70,7 @@ type Sink struct {
 // New validates c (Config.Validate), reads the credentials' environment
 // variables (through deps) or profile and creates the S3 client. It makes
 // no request: whether the bucket exists and the credentials work shows with
-// the first PUT (sinks.md §8). Missing variables and profiles are
+// the first PUT (docs/s3.md). Missing variables and profiles are
 // configuration errors (*sink.ConfigError naming the key, or wrapping
 // sink.ErrConfig; exit 2 in the CLI). The one warning the sink logs (the
 // switch to HEAD-then-PUT) goes to deps' logger.
@@ -214,7 +214,7 @@ func (s *Sink) Type() string { return "s3" }
 func (s *Sink) Stop(context.Context) error { return nil }
 
 // WriteBatch writes one object (and sidecar) per envelope and returns one
-// result per envelope (sinks.md §0.1, §8).
+// result per envelope (docs/library.md#the-sink-boundary, docs/s3.md).
 //
 // With concurrency 1 the messages go in order, and after a Temporary or
 // Destination result the rest are NotAttempted. With concurrency > 1 up to
@@ -525,7 +525,7 @@ func isNotImplemented(err error) bool {
 }
 
 // destinationCodes fail every message alike: credentials, permissions, the
-// bucket, the region, the account (sinks.md §8 plus the codes AWS uses for
+// bucket, the region, the account (docs/s3.md plus the codes AWS uses for
 // the same conditions).
 var destinationCodes = map[string]bool{
 	"AccessDenied": true, "AllAccessDisabled": true, "AccountProblem": true,
@@ -544,7 +544,7 @@ var temporaryCodes = map[string]bool{
 	"ConditionalRequestConflict": true,
 }
 
-// classify marks err with its outcome class (sinks.md §8): no response,
+// classify marks err with its outcome class (docs/s3.md): no response,
 // timeouts, 5xx, 408, 409, 425, 429 → Temporary; credential failures, 401,
 // 403, 404, 301 and the destination codes → Destination; any other 4xx →
 // Permanent. ctx is the write's context: once it is done, everything is
@@ -589,7 +589,7 @@ func classify(ctx context.Context, err error) error {
 }
 
 // backoff returns the delay before retry attempt a (a ≥ 1): the formula of
-// runtime §5 over the retry_* keys — raw delay of the mode, capped at
+// docs/delivery.md#retries-and-back-off over the retry_* keys — raw delay of the mode, capped at
 // retry_max_backoff_ms, then jittered with u in [0, 1).
 func backoff(a int, c *Config, u float64) time.Duration {
 	return retrydelay.Policy{Base: time.Duration(c.RetryBackoffMS) * time.Millisecond, Max: time.Duration(c.RetryMaxBackoffMS) * time.Millisecond,

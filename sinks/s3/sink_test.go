@@ -23,9 +23,9 @@ import (
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-// TestGoldenObjects writes the message of data-shapes §7.2 with a sidecar
+// TestGoldenObjects writes the message of docs/formats.md#file-records with a sidecar
 // and compares both bodies and their user metadata with the golden files.
-// The metadata document inside is the spec's own golden example (§7.2)
+// The metadata document inside is the spec's own golden example (docs/http.md)
 // plus "custody": null in the object and without it in the sidecar.
 func TestGoldenObjects(t *testing.T) {
 	st := newStore(t)
@@ -315,7 +315,7 @@ func TestServerSideEncryptionHeader(t *testing.T) {
 }
 
 // TestErrorClasses answers the first PUT of a batch of two with each error
-// and checks the classes of sinks.md §8: the failing message's outcome, and
+// and checks the classes of docs/s3.md: the failing message's outcome, and
 // NotAttempted for the next one after Temporary or Destination.
 func TestErrorClasses(t *testing.T) {
 	for _, tt := range []struct {

@@ -17,7 +17,7 @@ import (
 )
 
 // headersOnlyPoison is a message without stream metadata, message id or
-// payload: no core idempotency key exists (data-shapes §5), so the default
+// payload: no core idempotency key exists (docs/formats.md#idempotency-keys), so the default
 // key strategy must reject it. The suite's default poison still has a
 // payload and would get a payload-sha256 key.
 func headersOnlyPoison(stream string, _ uint64) *sink.Envelope {

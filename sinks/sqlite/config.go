@@ -1,5 +1,5 @@
-// Package sqlite is the embedded SQLite sink (spec sinks.md §6): rows of the
-// shared relational layout (data-shapes §9) written through one writer
+// Package sqlite is the embedded SQLite sink (spec docs/sql.md#per-database): rows of the
+// shared relational layout (docs/formats.md#sql-tables) written through one writer
 // connection, one BEGIN IMMEDIATE … COMMIT per batch, with a pure-Go driver
 // (modernc.org/sqlite, no cgo).
 //
@@ -19,8 +19,8 @@ import (
 	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
-// Config is the sqlite sink's configuration (sinks.md §6 and the shared
-// keys of §2). Default returns it with every default; Decode fills it from a
+// Config is the sqlite sink's configuration (docs/sql.md#per-database and the shared
+// keys of docs/sql.md). Default returns it with every default; Decode fills it from a
 // "sink" object.
 type Config struct {
 	Type                string    `json:"type" trim:"true" lower:"true" enum:"sqlite" doc:"Sink type."`
@@ -29,7 +29,7 @@ type Config struct {
 	JournalMode         string    `json:"journal_mode" enum:"wal,delete" doc:"SQLite journal mode."`
 	Synchronous         string    `json:"synchronous" enum:"full,extra" doc:"SQLite synchronous setting; only durable settings are accepted."`
 	BusyTimeoutMS       int       `json:"busy_timeout_ms" min:"0" max:"600000" doc:"How long a write waits for another process's lock, in milliseconds."`
-	Mode                string    `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (sinks.md §2)."`
+	Mode                string    `json:"mode" enum:"insert,insert_ignore,upsert" doc:"Write mode (docs/sql.md)."`
 	UpsertUpdateColumns *[]string `json:"upsert_update_columns" doc:"Columns an upsert updates: null = every non-key mapped column, [] = none (redelivery is a no-op)."`
 	AutoCreate          bool      `json:"auto_create" doc:"Create missing tables with the recommended DDL at start."`
 	sqlconfig.Shared[sqlconfig.UpsertRoute]
@@ -37,7 +37,7 @@ type Config struct {
 
 var _ fields.Validator = (*Config)(nil)
 
-// Default returns the configuration with every default of sinks.md §6.
+// Default returns the configuration with every default of docs/sql.md#per-database.
 func Default() Config {
 	return Config{
 		Type:            "sqlite",
@@ -69,7 +69,7 @@ func (c *Config) options() sqlmodel.Options {
 
 // Validate checks c: the rules of the struct tags and, when they pass, the
 // rules they cannot express (the path, and the shared relational rules of
-// sinks.md §2 with SQLite's identifiers). Problems have paths relative to
+// docs/sql.md with SQLite's identifiers). Problems have paths relative to
 // the sink object and come back as one *sink.ConfigError, or nil. Decode
 // calls it on the decoded object, New before anything else, so a Config
 // built in Go is checked like a loaded one.
