@@ -30,6 +30,7 @@ func (c *Config) validate(p *fields.Problems) {
 	c.Tracing.validate(p)
 	c.MessageAuthenticity.validate(p)
 	c.Custody.validate(p)
+	c.checkPayloadReads(p)
 }
 
 var (

@@ -320,7 +320,15 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 			temp = append(temp, i)
 		}
 	}
-	m.MessagesWritten.Add(len(acks))
+	written := len(acks)
+	if ig, ok := r.Sink.(ignorer); ok {
+		for _, i := range acks {
+			if ig.Ignored(envs[i]) {
+				written--
+			}
+		}
+	}
+	m.MessagesWritten.Add(written)
 	if len(acks) > 0 && r.Metrics != nil {
 		committed := make([]*sink.Envelope, len(acks))
 		for k, i := range acks {
@@ -848,3 +856,9 @@ func (r *Runner) nakNow(msgs []jetstream.Msg, log *slog.Logger) {
 	}
 	r.flush(log)
 }
+
+// ignorer is implemented by a sink that acknowledges some messages without
+// writing them anywhere: the fanout sink under routing.no_match "ignore".
+// messages_written_total leaves those out. Ignored must be a pure function
+// of the envelope.
+type ignorer interface{ Ignored(*sink.Envelope) bool }

@@ -198,9 +198,10 @@ func TestSnapshotNamesMatchRegistry(t *testing.T) {
 	if diff := cmp.Diff(want, inSnapshot); diff != "" {
 		t.Errorf("snapshot names mismatch registry + aliases (-want +got):\n%s", diff)
 	}
-	// +2: held_messages and oldest_held_message_seconds (held results).
-	if got := len(registered); got != 44+11+13+2 {
-		t.Errorf("registered %d core metrics, want 70", got)
+	// +2: held_messages and oldest_held_message_seconds (held results);
+	// +5: the message_authenticity_* counters.
+	if got, want := len(registered), 44+11+13+2+5; got != want {
+		t.Errorf("registered %d core metrics, want %d", got, want)
 	}
 }
 
