@@ -3,20 +3,36 @@ package cli
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/nats-sinks/nats-sink/config"
+
 	"github.com/nats-sinks/nats-sink/internal/custody"
+	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
-const verifyCustodyUsage = "CONFIG [--dir DIR] [--limit N] [--json]"
+const verifyCustodyUsage = "CONFIG [--dir DIR | --table TABLE] [--limit N] [--json]"
+
+// storedReader is implemented by the SQL sinks (sqlite, postgres, mysql,
+// oracle): it reads back the rows of one audit-layout table.
+type storedReader interface {
+	ReadStored(ctx context.Context, table string, limit int, fn func(table, stream string, seq int64, payload, metadata []byte) error) error
+}
 
 // maxRecordFile bounds one record file read by verify-custody.
 const maxRecordFile = 256 << 20
@@ -28,11 +44,12 @@ type custodyRecord struct {
 }
 
 // runVerifyCustody re-computes the custody hashes of every record a file
-// sink stored (docs/integrity.md#verifying-stored-records) and checks the
+// sink or an SQL sink stored (docs/integrity.md#verifying-stored-records) and checks the
 // chain links among them. Exit 0 when all verify, 1 when any failed.
 func runVerifyCustody(env *Env, args []string) int {
 	fset := newFlags(env, "verify-custody", verifyCustodyUsage)
-	dir := fset.String("dir", "", "verify the records under DIR instead of the configured directory")
+	dir := fset.String("dir", "", "verify the records under DIR instead of the configured directory (file sink)")
+	table := fset.String("table", "", "verify the rows of TABLE instead of the configured table (SQL sinks)")
 	limit := fset.Int("limit", 0, "stop after N records (0 = all)")
 	asJSON := fset.Bool("json", false, "print one JSON object per failed record, then the summary object")
 	pos, code := parseFlags(env, fset, args)
@@ -47,19 +64,39 @@ func runVerifyCustody(env *Env, args []string) int {
 	if cfg == nil {
 		return code
 	}
-	fc, ok := cfg.Sink.Opener.(file.Config)
-	if cfg.Sink.Type != "file" || !ok {
-		fmt.Fprintf(env.Stderr, "Configuration error: verify-custody reads file sink directories; sink.type %q is not supported\n", cfg.Sink.Type)
+	if *dir != "" && *table != "" {
+		fmt.Fprintln(env.Stderr, "Configuration error: use --dir or --table, not both")
 		return exitConfig
 	}
-	root := fc.Directory
-	if *dir != "" {
-		root = *dir
-	}
-	records, err := readCustodyRecords(root, *limit)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
-		return exitRuntime
+	var records []custodyRecord
+	switch cfg.Sink.Type {
+	case "file":
+		fc, ok := cfg.Sink.Opener.(file.Config)
+		if !ok || *table != "" {
+			fmt.Fprintln(env.Stderr, "Configuration error: --table: only for the SQL sinks (sqlite, postgres, mysql, oracle)")
+			return exitConfig
+		}
+		root := fc.Directory
+		if *dir != "" {
+			root = *dir
+		}
+		var err error
+		if records, err = readCustodyRecords(root, *limit); err != nil {
+			fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+			return exitRuntime
+		}
+	case "sqlite", "postgres", "mysql", "oracle":
+		if *dir != "" {
+			fmt.Fprintln(env.Stderr, "Configuration error: --dir: only for the file sink")
+			return exitConfig
+		}
+		var code int
+		if records, code = readCustodyRows(env, cfg, *table, *limit); code != exitOK {
+			return code
+		}
+	default:
+		fmt.Fprintf(env.Stderr, "Configuration error: verify-custody reads file sink directories and SQL sink tables; sink.type %q is not supported\n", cfg.Sink.Type)
+		return exitConfig
 	}
 
 	// Chain links: a record names its predecessor by the record_hash that
@@ -124,6 +161,42 @@ func runVerifyCustody(env *Env, args []string) int {
 		return exitRuntime
 	}
 	return exitOK
+}
+
+// readCustodyRows opens the configured SQL sink (as test-sink does) and
+// reads every row of table (the configured table when empty), named
+// <table>:<stream>:<stream_sequence>. On failure it returns nil and the
+// exit code, after printing the error.
+func readCustodyRows(env *Env, cfg *config.Config, table string, limit int) ([]custodyRecord, int) {
+	ctx, stop := env.Signals(context.Background())
+	defer stop()
+	log := telemetry.NewLogger(env.Stderr, cfg.Logging.Format, "WARNING")
+	noNATS := func() (*nats.Conn, error) { return nil, errors.New("verify-custody does not connect to NATS") }
+	s, err := pipeline.OpenSink(ctx, cfg, nil, log, noNATS, config.Env(env.Getenv))
+	if err != nil {
+		return nil, sinkOpenFailure(env, err, "Runtime error")
+	}
+	defer s.Stop(context.WithoutCancel(ctx))
+	rd, ok := s.(storedReader)
+	if !ok {
+		fmt.Fprintf(env.Stderr, "Configuration error: sink.type %q cannot read its rows back\n", cfg.Sink.Type)
+		return nil, exitConfig
+	}
+	records := []custodyRecord{}
+	err = rd.ReadStored(ctx, table, limit, func(table, stream string, seq int64, payload, metadata []byte) error {
+		name := table + ":" + stream + ":" + strconv.FormatInt(seq, 10)
+		records = append(records, custodyRecord{name: name, v: custody.VerifySQLRow(payload, metadata)})
+		return nil
+	})
+	if errors.Is(err, sink.ErrConfig) {
+		fmt.Fprintf(env.Stderr, "Configuration error: %v\n", strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": "))
+		return nil, exitConfig
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
+		return nil, exitRuntime
+	}
+	return records, exitOK
 }
 
 // readCustodyRecords reads every record file under root, in path order,

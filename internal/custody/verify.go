@@ -110,3 +110,27 @@ func metadataForHash(meta map[string]any) map[string]any {
 	}
 	return m
 }
+
+// VerifySQLRow verifies an SQL sink's audit-layout row from its payload and
+// metadata JSON texts: the custody document is the metadata's custody
+// member. A nil payload is a payload the row does not store.
+func VerifySQLRow(payload, metadata []byte) Verification {
+	if metadata == nil {
+		return Verification{Err: errors.New("metadata column is null")}
+	}
+	v, err := jsonx.Parse(metadata)
+	if err != nil {
+		return Verification{Err: err}
+	}
+	meta, ok := v.(map[string]any)
+	if !ok {
+		return Verification{Err: errors.New("metadata is not a JSON object")}
+	}
+	var p any
+	if payload != nil {
+		if p, err = jsonx.Parse(payload); err != nil {
+			return Verification{Err: err}
+		}
+	}
+	return Verify(meta["custody"], p, payload != nil, meta, nil)
+}

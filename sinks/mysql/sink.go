@@ -501,3 +501,18 @@ func keyIsPrimary(key []sqlmodel.Field) bool {
 	slices.Sort(k)
 	return slices.Equal(k, []sqlmodel.Field{sqlmodel.StreamName, sqlmodel.StreamSequence})
 }
+
+// ReadStored reads back the rows of table (the sink's table when empty; the
+// audit layout only) in stream and stream-sequence order, at most limit
+// rows when limit > 0, and calls fn with the folded table name, each row's
+// stream and stream sequence columns and its payload and metadata JSON
+// texts (nil for NULL). `nats-sink verify-custody --table` reads through it.
+func (s *Sink) ReadStored(ctx context.Context, table string, limit int, fn func(table, stream string, seq int64, payload, metadata []byte) error) error {
+	name, err := s.model.ReadTable(table)
+	if err != nil {
+		return fmt.Errorf("%w: %v", sink.ErrConfig, err)
+	}
+	return s.model.ReadDB(ctx, s.db, name, limit, func(r sqlmodel.StoredRow) error {
+		return fn(name, r.Stream, r.Seq, r.Payload, r.Metadata)
+	})
+}
