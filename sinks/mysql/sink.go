@@ -38,7 +38,7 @@ type Sink struct {
 	prep  *stmtCache
 
 	w sqlmodel.Writer
-	m sqlmodel.DBMetrics // mysql_* of sinks.md §4
+	m sqlmodel.DBMetrics // mysql_* of docs/sql.md#per-database
 
 	stopOnce sync.Once
 }
@@ -261,7 +261,7 @@ func tlsConfig(c Config) (cfg *tls.Config, fallback bool, err error) {
 // Type returns "mysql".
 func (s *Sink) Type() string { return "mysql" }
 
-// WriteBatch writes batch in one transaction (sinks.md §0, §2, §4): per
+// WriteBatch writes batch in one transaction (docs/library.md#the-sink-boundary, docs/sql.md, docs/sql.md#per-database): per
 // table, multi-row INSERTs of chunkRows rows through prepared statements,
 // then COMMIT. Calls may run concurrently, each on its own connection.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
@@ -466,7 +466,7 @@ func (t *tx) Commit(context.Context) error {
 // discards one broken by a cancelled statement).
 func (t *tx) Rollback() error { return t.c.Rollback() }
 
-// Healthcheck runs "select 1" (sinks.md §4) and, so that test-sink reports
+// Healthcheck runs "select 1" (docs/sql.md#per-database) and, so that test-sink reports
 // a missing table or column before the first message does, a statement
 // reading every mapped column of each table that returns no rows.
 func (s *Sink) Healthcheck(ctx context.Context) error {

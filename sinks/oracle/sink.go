@@ -43,7 +43,7 @@ type Sink struct {
 	staging bool
 
 	w sqlmodel.Writer
-	m sqlmodel.DBMetrics // oracle_* of sinks.md §3
+	m sqlmodel.DBMetrics // oracle_* of docs/oracle.md
 
 	stopOnce sync.Once
 }
@@ -246,7 +246,7 @@ func (s *Sink) autoCreate(ctx context.Context, c Config) error {
 // Type returns "oracle".
 func (s *Sink) Type() string { return "oracle" }
 
-// WriteBatch writes batch in one transaction (sinks.md §0, §2, §3): per
+// WriteBatch writes batch in one transaction (docs/library.md#the-sink-boundary, docs/sql.md, docs/oracle.md): per
 // table one array-bound execution of the mode's statement (or the staging
 // insert, MERGE and cleanup), then COMMIT. Calls may run concurrently,
 // each on its own connection.
@@ -285,7 +285,7 @@ type tx struct {
 	n sqlmodel.ModeCounts
 }
 
-// batchID returns 32 random hex characters (sinks.md §3).
+// batchID returns 32 random hex characters (docs/oracle.md).
 func batchID() string {
 	b := make([]byte, 16)
 	rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
@@ -399,7 +399,7 @@ func (t *tx) Commit(context.Context) error {
 // Rollback rolls back.
 func (t *tx) Rollback() error { return t.x.Rollback() }
 
-// Healthcheck runs "select 1 from dual" (sinks.md §3) and, so that
+// Healthcheck runs "select 1 from dual" (docs/oracle.md) and, so that
 // test-sink reports a missing table or column before the first message
 // does, a query reading every mapped column of each table (and the staging
 // table) that returns no rows.

@@ -31,7 +31,7 @@ const (
 	// batch's ctx: cancelling a COMMIT in flight only turns a likely
 	// success into an unknown outcome.
 	commitTimeout = 30 * time.Second
-	// stageTable prefixes the COPY path's temporary tables (sinks.md §5),
+	// stageTable prefixes the COPY path's temporary tables (docs/sql.md#per-database),
 	// one per target table: nats_sink_stage_0, nats_sink_stage_1, …
 	stageTable = "nats_sink_stage"
 )
@@ -317,7 +317,7 @@ func isAlreadyExists(err error) bool {
 func (s *Sink) Type() string { return "postgres" }
 
 // WriteBatch writes batch in one transaction on one pooled connection
-// (sinks.md §0, §2, §5). Calls may run concurrently.
+// (docs/library.md#the-sink-boundary, docs/sql.md, docs/sql.md#per-database). Calls may run concurrently.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	return s.w.WriteBatch(ctx, batch)
 }
@@ -537,7 +537,7 @@ func sourceSQL(m *sqlmodel.Model, stage string) string {
 	return "unnest(" + strings.Join(arrays, ", ") + ") as u (" + d.QuoteAll(m.AllColumns()) + ")"
 }
 
-// insertSQL builds t's statement (sinks.md §5): insert … select from the
+// insertSQL builds t's statement (docs/sql.md#per-database): insert … select from the
 // given source, whose columns are named like the mapped columns and hold
 // text and bigint values. JSON values are cast to jsonb for the columns
 // named in jsonb (one parse), else to json, which keeps the canonical text
@@ -613,7 +613,7 @@ func encodeKey(vals []any) (string, bool) {
 	return b.String(), true
 }
 
-// classify maps a PostgreSQL error to its class by SQLSTATE (sinks.md §5).
+// classify maps a PostgreSQL error to its class by SQLSTATE (docs/sql.md#per-database).
 // Errors without a SQLSTATE (dial failures, timeouts, a lost connection)
 // are Temporary.
 func classify(mode sqlmodel.Mode, err error) error {
@@ -625,7 +625,7 @@ func classify(mode sqlmodel.Mode, err error) error {
 	case code == "23505":
 		if mode == sqlmodel.InsertIgnore {
 			// ON CONFLICT DO NOTHING cannot raise it for the rows
-			// themselves: a concurrent writer raced us (README Q11).
+			// themselves: a concurrent writer raced us (docs/migrating.md Q11).
 			return err
 		}
 		return sink.AsPermanent(err)

@@ -270,7 +270,7 @@ func (s *Sink) Type() string { return "sqlite" }
 func (s *Sink) Path() string { return s.path }
 
 // WriteBatch writes batch in one BEGIN IMMEDIATE … COMMIT transaction
-// (sinks.md §0, §2, §6). Transactions are serialised; the rows of
+// (docs/library.md#the-sink-boundary, docs/sql.md, docs/sql.md#per-database). Transactions are serialised; the rows of
 // concurrent calls are built in parallel.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
 	return s.w.WriteBatch(ctx, batch)
@@ -490,7 +490,7 @@ type insert struct {
 }
 
 // receivedAtDefault is the default of the received_at column in the
-// recommended DDL (data-shapes §9), as PRAGMA table_info reports it, and
+// recommended DDL (docs/formats.md#sql-tables), as PRAGMA table_info reports it, and
 // receivedAtLayout the Go layout of the text it produces: UTC, whole
 // milliseconds, truncated like SQLite's %f.
 const (
@@ -553,7 +553,7 @@ func (s *Sink) hasReceivedAtDefault(ctx context.Context, t *sqlmodel.Table) (boo
 	return found, rows.Err()
 }
 
-// insertSQL is the statement for one row of t (sinks.md §5 shapes with ?
+// insertSQL is the statement for one row of t (docs/sql.md#per-database shapes with ?
 // placeholders), with the received_at column bound last when receivedAt.
 func insertSQL(m *sqlmodel.Model, t *sqlmodel.Table, receivedAt bool) string {
 	return insertRowsSQL(m, t, receivedAt, 1)
@@ -598,7 +598,7 @@ func insertRowsSQL(m *sqlmodel.Model, t *sqlmodel.Table, receivedAt bool, n int)
 	return b.String()
 }
 
-// classify maps a SQLite error to its class (sinks.md §6) by its extended
+// classify maps a SQLite error to its class (docs/sql.md#per-database) by its extended
 // result code.
 func classify(mode sqlmodel.Mode, err error) error {
 	var se *msqlite.Error
