@@ -83,7 +83,7 @@ func runBench(env *Env, args []string) int {
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 256, "JSON payload size in bytes")
 	fs.IntVar(&o.batchSize, "batch-size", 500, "delivery.batch_size")
 	fs.IntVar(&o.inFlight, "in-flight", 4, "delivery.max_in_flight_batches")
-	fs.Var(&sinks, "sink", "null, file, sqlite or segments (with --config: null or its sink type); repeatable, one pipeline phase each")
+	fs.Var(&sinks, "sink", "null, file, sqlite or segments, or fanout-file-file / fanout-file-sqlite (a fanout sink over two required targets: two fsync'ed file sinks, or a file sink and SQLite) (with --config: null or its sink type); repeatable, one pipeline phase each")
 	fs.BoolVar(&o.encrypt, "encrypt", false, "encrypt all subjects with a random key")
 	fs.StringVar(&o.format, "format", "text", "text or json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
@@ -171,8 +171,8 @@ func (o *benchOptions) check() error {
 		switch {
 		case o.cfg != nil && s != "null" && s != o.cfg.Sink.Type:
 			return fmt.Errorf("--sink with --config must be null or the configuration's sink type %q (got %q)", o.cfg.Sink.Type, s)
-		case o.cfg == nil && s != "null" && s != "file" && s != "sqlite" && s != "segments":
-			return fmt.Errorf("--sink must be null, file, sqlite or segments (got %q)", s)
+		case o.cfg == nil && s != "null" && s != "file" && s != "sqlite" && s != "segments" && s != "fanout-file-file" && s != "fanout-file-sqlite":
+			return fmt.Errorf("--sink must be null, file, sqlite or segments, or fanout-file-file or fanout-file-sqlite (got %q)", s)
 		}
 	}
 	return nil
@@ -614,6 +614,16 @@ func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer 
 			sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
 		case "sqlite":
 			sinkJSON = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
+		case "fanout-file-file", "fanout-file-sqlite":
+			// Every message to both targets, both required: the gate waits
+			// for the slower one.
+			second := fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, filepath.Join(dir, "b"))
+			if sinkType == "fanout-file-sqlite" {
+				second = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
+			}
+			sinkJSON = fmt.Sprintf(`{"type": "fanout",
+  "sinks": {"a": {"type": "file", "directory": %q, "fsync": true}, "b": %s},
+  "routes": [{"name": "all", "match": {"subject": %q}, "targets": ["a", "b"]}]}`, filepath.Join(dir, "a"), second, t.subject+".>")
 		case "segments":
 			sinkJSON = fmt.Sprintf(`{"type": "segments", "directory": %q, "fsync": true}`, dir)
 		}

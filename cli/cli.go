@@ -111,6 +111,7 @@ func Commands() []Command {
 		{"status", statusUsage, "consumer state and lag, DLQ depth, sink health, process readiness", runStatus},
 		{"segments", segmentsUsage, "check segment files: records, distinct keys, duplicates, torn or unreadable files", runSegments},
 		{"replay", replayUsage, "backfill the sink from a range of the stream on a consumer of its own", runReplay},
+		{"verify-custody", verifyCustodyUsage, "re-compute the custody hashes of stored records", runVerifyCustody},
 	}
 }
 

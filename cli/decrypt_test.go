@@ -91,3 +91,40 @@ func TestDecryptOutputFile(t *testing.T) {
 		t.Error("the symlink was replaced")
 	}
 }
+
+// TestDecryptEnvelopeV2: decrypt reads version 2 envelopes (a stored file
+// record holding one, too), and an edited key_id or subject makes it fail.
+func TestDecryptEnvelopeV2(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	env, err := seal.EncryptMessage([]byte(`{"approved":true}`), seal.Settings{Algorithm: "aes-256-gcm", KeyID: "k", Key: key, NonceSize: 12, EnvelopeVersion: 2},
+		seal.Message{Subject: "orders.created", Stream: "ORDERS", Sequence: 7}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := []byte(`{"payload":` + string(env) + `,"subject":"orders.created"}`)
+	run := func(doc []byte) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := cli.Run([]string{"decrypt"}, &cli.Env{Stdin: bytes.NewReader(doc), Stdout: &stdout, Stderr: &stderr,
+			Getenv: func(name string) (string, bool) {
+				if name == "NATS_SINKS_PAYLOAD_KEY_B64" {
+					return base64.StdEncoding.EncodeToString(key), true
+				}
+				return "", false
+			}})
+		return code, stdout.String(), stderr.String()
+	}
+	for _, doc := range [][]byte{env, record} {
+		if code, out, stderr := run(doc); code != 0 || out != `{"approved":true}` {
+			t.Errorf("decrypt v2: exit %d, stdout %q, stderr %q", code, out, stderr)
+		}
+	}
+	for _, edit := range [][2]string{{`"key_id":"k"`, `"key_id":"k2"`}, {`"subject":"orders.created"`, `"subject":"orders.cancelled"`}} {
+		doc := bytes.Replace(env, []byte(edit[0]), []byte(edit[1]), 1)
+		if bytes.Equal(doc, env) {
+			t.Fatalf("%s not in the envelope", edit[0])
+		}
+		if code, out, stderr := run(doc); code == 0 || out != "" || !strings.Contains(stderr, "encrypted payload could not be decrypted") {
+			t.Errorf("decrypt with %s: exit %d, stdout %q, stderr %q", edit[1], code, out, stderr)
+		}
+	}
+}

@@ -36,7 +36,7 @@ func TestConfigurationDoc(t *testing.T) {
 	var b strings.Builder
 	root := tree.(map[string]any)
 	props := root["properties"].(map[string]any)
-	for _, section := range []string{"nats", "consumer_management", "delivery", "dead_letter", "logging", "metrics", "message_metadata", "encryption", "tracing"} {
+	for _, section := range []string{"nats", "consumer_management", "delivery", "dead_letter", "logging", "metrics", "message_metadata", "encryption", "tracing", "message_authenticity", "custody"} {
 		writeSection(&b, section, props[section].(map[string]any))
 	}
 	for _, variant := range props["sink"].(map[string]any)["oneOf"].([]any) {

@@ -237,10 +237,11 @@ func replayKeys(env *Env, keys keyFlags) (map[string][]byte, error) {
 // replayCustody is the hook for custody documents: when the target
 // configuration enables custody, each replayed record gets the custody
 // document the runner would have computed at receipt, from the spooled
-// receive times and headers. Custody is not built yet, so no configuration
-// can enable it (the loader refuses an enabled custody section) and the
-// hook is nil.
-func replayCustody(*config.Config) func(*sink.Envelope) error { return nil }
+// receive times and headers. A record whose custody fails (a malformed
+// chain link, an input over the limit) stops the replay at that record.
+func replayCustody(cfg *config.Config) func(*sink.Envelope) error {
+	return pipeline.CustodyHook(&cfg.Custody)
+}
 
 // replayStartFailure prints a failure of the spool side's start or plan; a
 // file that stops the plan counts as the one failed record of a real run.

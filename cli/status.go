@@ -18,6 +18,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sinks/spool"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -194,16 +195,25 @@ func (st *statusRun) checkSink(ctx context.Context) (string, error) {
 			return "open failed", err
 		}
 	}
-	hc, ok := st.sink.(sink.HealthChecker)
-	if !ok {
-		return "opened; the sink has no health check", nil
+	detail, err := "opened; the sink has no health check", error(nil)
+	if hc, ok := st.sink.(sink.HealthChecker); ok {
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = hc.Healthcheck(hctx)
+		cancel()
+		detail = "health check failed"
+		if err == nil {
+			detail = fmt.Sprintf("health check passed in %d ms", time.Since(start).Milliseconds())
+		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := hc.Healthcheck(hctx); err != nil {
-		return "health check failed", err
+	// A spool also shows what it holds against its limits, full or not.
+	if sp, ok := st.sink.(interface{ Usage() (spool.Usage, error) }); ok {
+		if u, uerr := sp.Usage(); uerr == nil {
+			detail += fmt.Sprintf(" · usage %d/%d records · %d/%d bytes", u.Records, u.MaxRecords, u.Bytes, u.MaxBytes)
+		} else if err == nil {
+			err = uerr
+		}
 	}
-	return fmt.Sprintf("health check passed in %d ms", time.Since(start).Milliseconds()), nil
+	return detail, err
 }
 
 func (st *statusRun) close() {

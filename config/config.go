@@ -123,6 +123,7 @@ func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, erro
 		cfg.Warnings = append(cfg.Warnings, "metrics.enabled: no exporter configured (set metrics.listen or metrics.snapshot_file)")
 	}
 	cfg.Warnings = append(cfg.Warnings, cfg.Encryption.warnings()...)
+	cfg.Warnings = append(cfg.Warnings, cfg.MessageAuthenticity.warnings()...)
 	if w, ok := cfg.Sink.Opener.(sink.Warner); ok {
 		for _, pr := range w.Warnings() {
 			path := "sink"
@@ -234,8 +235,6 @@ var unsupportedOrder = []struct{ key, feature string }{
 	{"advisories", "the JetStream advisories monitor"},
 	{"mission_metadata", "mission metadata"},
 	{"security_labels", "security-label profiles"},
-	{"message_authenticity", "message authenticity"},
-	{"custody", "custody hashing"},
 	{"size_policy", "size policy"},
 	{"pre_sink_policy", "pre-sink policy"},
 	{"plugins", "plugins"},

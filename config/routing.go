@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/metadata"
@@ -730,7 +732,11 @@ func (c *Config) resolveRouting(rp routingPaths, isolation string, p *fields.Pro
 	if p.Len() > 0 {
 		return
 	}
-	fo := &routing.Fanout{Policy: r.Policy(), Targets: map[string]sink.Opener{}, Isolation: isolation}
+	d := c.Delivery
+	probe := backoff.Policy{Base: time.Duration(d.RetryBackoffMS) * time.Millisecond, Max: time.Duration(d.RetryBackoffMaxMS) * time.Millisecond,
+		Mode: d.RetryBackoffMode, Multiplier: d.RetryBackoffMultiplier, Jitter: d.RetryJitter}
+	fo := &routing.Fanout{Policy: r.Policy(), Targets: map[string]sink.Opener{}, Isolation: isolation,
+		ProbeBackoff: func(n int) time.Duration { return probe.Delay(n, backoff.Draw()) }}
 	for _, n := range fo.Policy.Used() {
 		fo.Targets[n] = c.Sinks[n].Opener
 	}

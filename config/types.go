@@ -19,6 +19,10 @@ type Config struct {
 	MessageMetadata    MessageMetadata    `json:"message_metadata" doc:"Priority, classification and labels (config.md §7.3)."`
 	Encryption         Encryption         `json:"encryption" doc:"Payload encryption (config.md §7.4)."`
 	Tracing            Tracing            `json:"tracing" doc:"OpenTelemetry tracing (config.md §8)."`
+	// MessageAuthenticity verifies producer signatures; Custody attaches
+	// custody hashes to stored records (docs/integrity.md).
+	MessageAuthenticity MessageAuthenticity `json:"message_authenticity" doc:"Producer signature verification (docs/integrity.md)."`
+	Custody             Custody             `json:"custody" doc:"Chain-of-custody hashes on stored records (docs/integrity.md)."`
 	// Sink is the destination. Its object is decoded by the registered
 	// sink Decoder, not by this package.
 	Sink SinkConfig `json:"sink" required:"true" fields:"external"`
@@ -197,30 +201,34 @@ type MetadataRule struct {
 
 // Encryption is the encryption section (config.md §7.4).
 type Encryption struct {
-	Enabled        bool             `json:"enabled" doc:"Encrypt subjects that match no rule."`
-	Algorithm      string           `json:"algorithm" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
-	KeyID          string           `json:"key_id" nonblank:"true" maxlen:"128" doc:"Stored in every envelope."`
-	KeyB64         *secret.Value    `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
-	KeyB64Env      *string          `json:"key_b64_env" nonblank:"true" doc:"Environment variable holding the base64 key; read when the runner starts."`
-	KeyB64File     *string          `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the base64 key."`
-	NonceSizeBytes int              `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13. Accepted but warned about: other than 12 with aes-256-gcm, under 12 with aes-256-ccm."`
-	TagLength      int              `json:"tag_length" enum:"4,6,8,10,12,14,16" doc:"CCM only; GCM always uses 16. Under 16 is accepted but warned about."`
-	Rules          []EncryptionRule `json:"rules" doc:"Ordered; first matching subject wins; omitted values inherit the top level."`
+	Enabled        bool          `json:"enabled" doc:"Encrypt subjects that match no rule."`
+	Algorithm      string        `json:"algorithm" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
+	KeyID          string        `json:"key_id" nonblank:"true" maxlen:"128" doc:"Stored in every envelope."`
+	KeyB64         *secret.Value `json:"key_b64" secret:"true" doc:"Standard padded base64 of exactly 32 bytes; only one of key_b64, key_b64_env, key_b64_file."`
+	KeyB64Env      *string       `json:"key_b64_env" nonblank:"true" doc:"Environment variable holding the base64 key; read when the runner starts."`
+	KeyB64File     *string       `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true" doc:"File holding the base64 key."`
+	NonceSizeBytes int           `json:"nonce_size_bytes" min:"7" max:"13" doc:"aes-256-gcm requires 8..13. Accepted but warned about: other than 12 with aes-256-gcm, under 12 with aes-256-ccm."`
+	TagLength      int           `json:"tag_length" enum:"4,6,8,10,12,14,16" doc:"CCM only; GCM always uses 16. Under 16 is accepted but warned about."`
+	// EnvelopeVersion is 1 (upstream's envelope) or 2 (no plaintext
+	// digest in the clear, associated data binding the message).
+	EnvelopeVersion int              `json:"envelope_version" enum:"1,2" doc:"1: upstream-compatible envelope with a clear plaintext SHA-256 (warned about); 2: keyed MAC and associated data binding key id, algorithm, schema, stream, subject and stream sequence."`
+	Rules           []EncryptionRule `json:"rules" doc:"Ordered; first matching subject wins; omitted values inherit the top level."`
 }
 
 // EncryptionRule is one item of encryption.rules. Nil pointers inherit the
 // top-level value, except that a rule with its own key source never
 // inherits the other key field.
 type EncryptionRule struct {
-	Subject        string        `json:"subject" required:"true" nonblank:"true"`
-	Enabled        bool          `json:"enabled" doc:"false = exemption."`
-	Algorithm      *string       `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
-	KeyID          *string       `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
-	KeyB64         *secret.Value `json:"key_b64" secret:"true"`
-	KeyB64Env      *string       `json:"key_b64_env" nonblank:"true"`
-	KeyB64File     *string       `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
-	NonceSizeBytes *int          `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
-	TagLength      *int          `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
+	Subject         string        `json:"subject" required:"true" nonblank:"true"`
+	Enabled         bool          `json:"enabled" doc:"false = exemption."`
+	Algorithm       *string       `json:"algorithm" null:"reject" trim:"true" lower:"true" replace:"_=-" enum:"aes-256-gcm,aes-256-ccm"`
+	KeyID           *string       `json:"key_id" null:"reject" nonblank:"true" maxlen:"128"`
+	KeyB64          *secret.Value `json:"key_b64" secret:"true"`
+	KeyB64Env       *string       `json:"key_b64_env" nonblank:"true"`
+	KeyB64File      *string       `json:"key_b64_file" nonblank:"true" nopad:"true" nocontrol:"true"`
+	NonceSizeBytes  *int          `json:"nonce_size_bytes" null:"reject" min:"7" max:"13"`
+	TagLength       *int          `json:"tag_length" null:"reject" enum:"4,6,8,10,12,14,16"`
+	EnvelopeVersion *int          `json:"envelope_version" null:"reject" enum:"1,2"`
 }
 
 // SetDefaults sets a rule's defaults before its object is decoded.
@@ -307,12 +315,15 @@ func Default() Config {
 			Rules:          []MetadataRule{},
 		},
 		Encryption: Encryption{
-			Algorithm:      "aes-256-gcm",
-			KeyID:          "default",
-			NonceSizeBytes: 12,
-			TagLength:      16,
-			Rules:          []EncryptionRule{},
+			Algorithm:       "aes-256-gcm",
+			KeyID:           "default",
+			NonceSizeBytes:  12,
+			TagLength:       16,
+			EnvelopeVersion: 1,
+			Rules:           []EncryptionRule{},
 		},
+		MessageAuthenticity: defaultAuthenticity(),
+		Custody:             defaultCustody(),
 		Tracing: Tracing{
 			Exporter:    "otlp-http",
 			SampleRatio: 1.0,

@@ -28,6 +28,9 @@ func (c *Config) validate(p *fields.Problems) {
 	c.MessageMetadata.validate(p)
 	c.Encryption.validate(p)
 	c.Tracing.validate(p)
+	c.MessageAuthenticity.validate(p)
+	c.Custody.validate(p)
+	c.checkPayloadReads(p)
 }
 
 var (
@@ -352,8 +355,10 @@ func (e *Encryption) warnings() []string {
 			}
 		}
 	}
+	v1 := false
 	if e.Enabled {
 		check(e.Algorithm, e.NonceSizeBytes, e.TagLength, "encryption.nonce_size_bytes", "encryption.tag_length")
+		v1 = e.EnvelopeVersion == 1
 	}
 	for i := range e.Rules {
 		r := &e.Rules[i]
@@ -373,6 +378,13 @@ func (e *Encryption) warnings() []string {
 			tag, tagPath = *r.TagLength, path+".tag_length"
 		}
 		check(alg, nonce, tag, noncePath, tagPath)
+		if r.EnvelopeVersion != nil && *r.EnvelopeVersion == 1 || r.EnvelopeVersion == nil && e.EnvelopeVersion == 1 {
+			v1 = true
+		}
+	}
+	if v1 {
+		out = append(out, "encryption: envelope version 1 stores a plaintext SHA-256 that reveals guessable payloads; "+
+			"set envelope_version 2 where readers need no upstream compatibility")
 	}
 	return out
 }

@@ -81,6 +81,11 @@ func TestConsumerRecreated(t *testing.T) {
 	ctx := context.Background()
 
 	p := start(t, cfg)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nats-sink stderr:\n%s", p.stderr.String())
+		}
+	})
 	natstest.WaitAckState(t, js, "RECREATE", "recreate-file", n/2, 0, time.Minute)
 	if err := js.DeleteConsumer(ctx, "RECREATE", "recreate-file"); err != nil {
 		t.Fatal(err)

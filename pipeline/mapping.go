@@ -18,7 +18,7 @@ func sealPolicy(e *config.Encryption, env config.Env) (*seal.Policy, error) {
 		return nil, nil
 	}
 	top := seal.Settings{Enabled: e.Enabled, Algorithm: e.Algorithm, KeyID: e.KeyID,
-		NonceSize: e.NonceSizeBytes, TagLength: e.TagLength}
+		NonceSize: e.NonceSizeBytes, TagLength: e.TagLength, EnvelopeVersion: e.EnvelopeVersion}
 	if key, ok, err := e.EncryptionKey(env); err != nil {
 		return nil, err
 	} else if ok {
@@ -39,6 +39,9 @@ func sealPolicy(e *config.Encryption, env config.Env) (*seal.Policy, error) {
 		}
 		if r.TagLength != nil {
 			sr.Settings.TagLength, sr.Set = *r.TagLength, sr.Set|seal.SetTagLength
+		}
+		if r.EnvelopeVersion != nil {
+			sr.Settings.EnvelopeVersion, sr.Set = *r.EnvelopeVersion, sr.Set|seal.SetEnvelopeVersion
 		}
 		if r.Enabled && r.HasKey() {
 			key, _, err := e.RuleKey(i, env)

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,9 +82,13 @@ type Pipeline struct {
 	sink    sink.Sink
 	spec    runner.ConsumerSpec
 	runner  *runner.Runner
+	hooks   integrity
 	tracer  *tracing.Tracer // nil when tracing is disabled
 	refused *refusals       // permissions violations on nc; nil before connecting
 	bound   bool            // the consumer came from Options.Consumer
+	// targets reports the health of a fanout sink's targets; nil for
+	// other sinks. Set once in Start, before Ready can be called.
+	targets func() map[string]bool
 }
 
 // startError marks a start-up failure as a configuration problem found while
@@ -148,6 +153,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	if err != nil {
 		return nil, err
 	}
+	if p.hooks, err = integrityHooks(cfg, o.Env); err != nil {
+		return nil, err
+	}
 	var natsOpts []nats.Option
 	if o.Conn == nil {
 		if natsOpts, err = NATSOptions(&cfg.NATS, o.Env, log, p.metrics); err != nil {
@@ -185,6 +193,9 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 			return nil, err // names its key: "sink.password_env: ..."
 		}
 		return nil, fmt.Errorf("open %s sink: %w", cfg.Sink.Type, err)
+	}
+	if th, ok := p.sink.(interface{ TargetHealth() map[string]bool }); ok {
+		p.targets = th.TargetHealth
 	}
 	if _, err := connect(); err != nil {
 		return nil, err
@@ -259,6 +270,10 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 		}
 	}
 
+	if w := fanoutAckWaitWarning(cfg, info); w != "" {
+		log.Warn(w, "component", "routing")
+	}
+
 	// Step 9: batch size against the consumer's max_batch. (The runner
 	// warns at start when max_ack_pending is below its in-flight capacity.)
 	if err := runner.CheckBatchSize(info, cfg.Delivery.BatchSize); err != nil {
@@ -267,6 +282,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 
 	p.runner = newRunner(cfg, p, consumer, policy)
 	p.runner.Settled = o.Settled
+	p.hooks.apply(p.runner)
 	return p, nil
 }
 
@@ -323,6 +339,7 @@ func (p *Pipeline) runUntilDone(ctx context.Context) error {
 	encrypt, settled := p.runner.Encrypt, p.runner.Settled
 	p.runner = newRunner(p.cfg, p, consumer, nil)
 	p.runner.Encrypt, p.runner.Settled = encrypt, settled
+	p.hooks.apply(p.runner)
 	return p.runner.Run(ctx)
 }
 
@@ -365,6 +382,16 @@ func (p *Pipeline) Ready() telemetry.Readiness {
 	}
 	if st.SinkUnhealthy {
 		r.Sink = telemetry.SinkUnhealthy
+	}
+	if p.targets != nil {
+		h := p.targets()
+		r.Targets = make(map[string]string, len(h))
+		for n, ok := range h {
+			r.Targets[n] = telemetry.CheckOK
+			if !ok {
+				r.Targets[n] = telemetry.SinkUnhealthy
+			}
+		}
 	}
 	return r
 }
@@ -416,4 +443,23 @@ func drainConn(nc *nats.Conn, budget time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	nc.Close()
+}
+
+// fanoutAckWaitWarning returns the start-up warning for an active fanout
+// sink whose largest optional timeout_ms in use reaches 80 % of the
+// consumer's AckWait while delivery.in_progress is off: a batch held at
+// the gate that long may be redelivered before it is acknowledged. It
+// returns "" otherwise or when the AckWait is unknown.
+func fanoutAckWaitWarning(cfg *config.Config, info *jetstream.ConsumerInfo) string {
+	if cfg.Sink.Type != "fanout" || cfg.Delivery.InProgress.Enabled || info == nil || info.Config.AckWait <= 0 {
+		return ""
+	}
+	pol := cfg.Routing.Policy()
+	t := pol.MaxOptionalTimeoutMS()
+	ackWait := info.Config.AckWait
+	if t <= 0 || time.Duration(t)*time.Millisecond*5 < ackWait*4 {
+		return ""
+	}
+	return fmt.Sprintf("routing: optional target timeout_ms %d approaches the consumer AckWait of %s s; enable delivery.in_progress or lower it",
+		t, strconv.FormatFloat(ackWait.Seconds(), 'f', -1, 64))
 }

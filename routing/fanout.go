@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-sinks/nats-sink/sink"
@@ -22,6 +23,10 @@ type Fanout struct {
 	// Isolation is delivery.permanent_failure_isolation: "message" (the
 	// default) or "batch" (upstream's all-or-nothing batches).
 	Isolation string
+	// ProbeBackoff returns the wait before the n-th probe (n ≥ 1) of an
+	// optional-only target whose destination circuit is open: the
+	// delivery retry back-off. Nil means 1 s doubling up to 60 s.
+	ProbeBackoff func(n int) time.Duration
 }
 
 var _ sink.Opener = (*Fanout)(nil)
@@ -54,13 +59,18 @@ func (f *Fanout) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 	}
 	slices.Sort(names)
 	s := &Sink{
-		policy:  f.Policy,
-		names:   names,
-		targets: make(map[string]sink.Sink, len(names)),
-		byBatch: f.Isolation == "batch",
-		log:     deps.Log(),
-		now:     time.Now,
+		policy:       f.Policy,
+		names:        names,
+		targets:      make(map[string]sink.Sink, len(names)),
+		types:        make(map[string]string, len(names)),
+		byBatch:      f.Isolation == "batch",
+		log:          deps.Log(),
+		now:          time.Now,
+		health:       make(map[string]*health, len(names)),
+		stopping:     make(chan struct{}),
+		probeBackoff: f.ProbeBackoff,
 	}
+	s.tr, _ = deps.Tracing().(writeTracer)
 	s.m = newMetrics(deps.Meter())
 	for _, n := range names {
 		td := deps
@@ -74,7 +84,12 @@ func (f *Fanout) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 			return nil, fmt.Errorf("sinks.%s: %w", n, err)
 		}
 		s.targets[n] = t
+		h := &health{name: n, required: f.Policy.RequiredSomewhere(n)}
+		h.hc, _ = t.(sink.HealthChecker)
+		s.health[n] = h
+		s.types[n] = t.Type()
 	}
+	s.m.unhealthy.Set(0)
 	return s, nil
 }
 
@@ -88,6 +103,15 @@ type Sink struct {
 	log     *slog.Logger
 	m       *metrics
 	now     func() time.Time
+	types   map[string]string // target sink types, for span names
+	tr      writeTracer       // nil: no target spans
+
+	health       map[string]*health
+	unhealthyN   atomic.Int64
+	probeBackoff func(int) time.Duration
+	stopping     chan struct{} // closed by Stop: probes end
+	stopOnce     sync.Once
+	wg           sync.WaitGroup // probe goroutines
 }
 
 var (
@@ -101,22 +125,29 @@ func (*Sink) Type() string { return "fanout" }
 // Targets returns the names of the opened targets, ascending.
 func (s *Sink) Targets() []string { return slices.Clone(s.names) }
 
+// Ignored reports whether e is acknowledged without being written anywhere
+// (no route matched under no_match "ignore"): the runner leaves such
+// messages out of messages_written_total.
+func (s *Sink) Ignored(e *sink.Envelope) bool {
+	return s.policy.NoMatch == NoMatchIgnore && s.policy.Select(e).Action == ActionIgnore
+}
+
 // Healthcheck checks each opened target that can, in ascending name order;
 // the first failure fails the check.
-func (s *Sink) Healthcheck(ctx context.Context) error {
-	for _, n := range s.names {
-		if hc, ok := s.targets[n].(sink.HealthChecker); ok {
-			if err := hc.Healthcheck(ctx); err != nil {
-				return fmt.Errorf("sinks.%s: %w", n, err)
-			}
-		}
-	}
-	return nil
-}
+//
+// While a target required by some route has an open destination circuit,
+// only such targets are checked (the runner's probe), and an optional-only
+// target whose circuit is open is never checked: it is probed on its own
+// and does not make the process unhealthy.
+func (s *Sink) Healthcheck(ctx context.Context) error { return s.healthcheck(ctx) }
 
 // Stop stops every opened target in descending name order, also after a
 // failure; each failure is logged and the first is returned.
-func (s *Sink) Stop(ctx context.Context) error { return s.stopOpened(ctx) }
+func (s *Sink) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.wg.Wait()
+	return s.stopOpened(ctx)
+}
 
 func (s *Sink) stopOpened(ctx context.Context) error {
 	var first error
@@ -147,7 +178,8 @@ type op struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	results  []sink.Result // one per idx, valid after done
-	timedOut bool
+	timedOut atomic.Bool   // cancelled at its deadline (set before the cancel)
+	skipped  bool          // optional-only target with an open circuit: not called
 }
 
 // WriteBatch routes every message, writes each target's share concurrently
@@ -164,6 +196,16 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	for i, e := range batch {
 		sels[i] = s.policy.Select(e)
 		s.m.observeSelection(sels[i])
+		if s.tr != nil {
+			names := make([]string, len(sels[i].Targets))
+			for k, t := range sels[i].Targets {
+				names[k] = t.Sink
+			}
+			s.tr.MessageAttributes(ctx, e,
+				sink.Attr{Key: "nats_sink.route_action", Value: sels[i].Action},
+				sink.Attr{Key: "nats_sink.routes", Value: append([]string{}, sels[i].Routes...)},
+				sink.Attr{Key: "nats_sink.targets", Value: names})
+		}
 		if sels[i].Action == ActionReject {
 			rejected = true
 			results[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.PermanentSinkError, Err: errors.New(ErrNoRoute)}
@@ -196,15 +238,23 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 			sub[j] = batch[i]
 		}
 		o.done = make(chan struct{})
+		if !o.required && s.health[o.name].skip() {
+			// Paused optional-only target: fail at once, messages unaffected.
+			o.skipped = true
+			o.results = all(len(sub), sink.Result{Outcome: sink.NotAttempted, Err: errCircuitOpen})
+			close(o.done)
+			continue
+		}
 		if o.required {
 			reqWG.Add(1)
 		}
+		w := writer{name: o.name, typ: s.types[o.name], t: o.target, tr: s.tr, required: o.required, timedOut: &o.timedOut}
 		go func() {
 			defer close(o.done)
 			if o.required {
 				defer reqWG.Done()
 			}
-			o.results = isolate(octx, o.name, o.target, sub, s.byBatch)
+			o.results = isolate(octx, w, sub, s.byBatch)
 		}()
 	}
 	reqWG.Wait()
@@ -239,7 +289,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 			select {
 			case <-o.done:
 			default:
-				o.timedOut = true
+				o.timedOut.Store(true)
 				o.cancel()
 				<-o.done
 			}
@@ -249,7 +299,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 		select {
 		case <-o.done:
 		case <-timer.C:
-			o.timedOut = true
+			o.timedOut.Store(true)
 			o.cancel()
 			<-o.done // the slot is freed only after the cancelled call returned
 		}
@@ -264,6 +314,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 
 	s.decide(batch, sels, ops, results)
 	s.m.observeOps(ops)
+	s.observeHealth(ops)
 	if len(ops) > 0 {
 		s.m.gateSeconds.Observe(release.Sub(t0).Seconds())
 	}
@@ -400,6 +451,16 @@ func (s *Sink) decide(batch []*sink.Envelope, sels []Selection, ops []*op, resul
 					"outcome", r.Outcome.String(), "error_type", r.ErrorType, "count", countFailed(o.results[j:]))
 				break
 			}
+		}
+	}
+	for _, o := range ops {
+		if o.required {
+			continue
+		}
+		if n := countFailed(o.results); o.timedOut.Load() {
+			s.log.Warn("optional target timed out", "target", o.name, "count", len(o.results))
+		} else if n > 0 {
+			s.log.Warn("optional target failed", "target", o.name, "count", n)
 		}
 	}
 	if s.byBatch && failed >= 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -17,14 +18,14 @@ var errStopped = errors.New("not attempted: isolation stopped after a temporary 
 // as a whole is split in halves and rewritten until the offending message
 // is found (docs/delivery.md#per-message-isolation). With byBatch the
 // target's results are returned as they are.
-func isolate(ctx context.Context, name string, t sink.Sink, batch []*sink.Envelope, byBatch bool) []sink.Result {
-	out := call(ctx, name, t, batch)
+func isolate(ctx context.Context, w writer, batch []*sink.Envelope, byBatch bool) []sink.Result {
+	out := w.call(ctx, batch, 0)
 	if byBatch {
 		return out
 	}
 	if shared := sharedPermanent(out, nil); len(shared) > 1 {
 		stopped := false
-		bisect(ctx, name, t, batch, out, shared, &stopped)
+		bisect(ctx, w, batch, out, shared, &stopped, 1)
 	}
 	for i := range out {
 		out[i].Shared = false // final per message: the runner must not bisect across targets
@@ -32,8 +33,62 @@ func isolate(ctx context.Context, name string, t sink.Sink, batch []*sink.Envelo
 	return out
 }
 
-// call makes one WriteBatch call. A panic, a wrong result count or an
-// unknown outcome never turns into a commit.
+// writer is one operation's target as isolation calls it.
+type writer struct {
+	name, typ string
+	t         sink.Sink
+	tr        writeTracer // nil: no spans
+	required  bool        // the operation's role
+	timedOut  *atomic.Bool
+}
+
+// writeTracer is what the host's sink.Tracer offers beyond client spans
+// (package tracing implements it): a "write <sink type>" span per target
+// call linked to its messages' spans, and attributes on a message's span.
+type writeTracer interface {
+	StartWrite(ctx context.Context, set []*sink.Envelope, name string, depth int, attrs ...sink.Attr) (context.Context, sink.Span)
+	MessageAttributes(ctx context.Context, e *sink.Envelope, attrs ...sink.Attr)
+}
+
+// call makes one WriteBatch call in its own span (depth is the bisection
+// level). A panic, a wrong result count or an unknown outcome never turns
+// into a commit.
+func (w writer) call(ctx context.Context, batch []*sink.Envelope, depth int) []sink.Result {
+	if w.tr == nil {
+		return call(ctx, w.name, w.t, batch)
+	}
+	wctx, span := w.tr.StartWrite(ctx, batch, "write "+w.typ, depth,
+		sink.Attr{Key: "nats_sink.target", Value: w.name},
+		sink.Attr{Key: "nats_sink.target_required", Value: w.required})
+	out := call(wctx, w.name, w.t, batch)
+	status := "committed"
+	var failed *sink.Result
+	for i := range out {
+		if !out[i].Outcome.Acked() {
+			failed = &out[i]
+			break
+		}
+	}
+	if failed != nil {
+		status = "failed"
+		if w.timedOut != nil && w.timedOut.Load() {
+			status = "timed_out"
+		}
+		et := failed.ErrorType
+		if et == "" {
+			et = failed.Outcome.String()
+		}
+		err := failed.Err
+		if err == nil {
+			err = errors.New(failed.Outcome.String())
+		}
+		span.Fail(et, err)
+	}
+	span.SetAttributes(sink.Attr{Key: "nats_sink.target_status", Value: status})
+	span.End()
+	return out
+}
+
 func call(ctx context.Context, name string, t sink.Sink, batch []*sink.Envelope) (out []sink.Result) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -76,7 +131,7 @@ func sharedPermanent(res []sink.Result, idx []int) []int {
 // transaction failed permanently as a whole: the first ⌈n/2⌉ as their own
 // write, then the rest, recursing; after a temporary failure nothing more
 // is written and the rest is not attempted.
-func bisect(ctx context.Context, name string, t sink.Sink, batch []*sink.Envelope, out []sink.Result, set []int, stopped *bool) {
+func bisect(ctx context.Context, w writer, batch []*sink.Envelope, out []sink.Result, set []int, stopped *bool, depth int) {
 	half := (len(set) + 1) / 2
 	for _, part := range [][]int{set[:half], set[half:]} {
 		if *stopped || ctx.Err() != nil {
@@ -90,7 +145,7 @@ func bisect(ctx context.Context, name string, t sink.Sink, batch []*sink.Envelop
 		for j, i := range part {
 			sub[j] = batch[i]
 		}
-		res := call(ctx, name, t, sub)
+		res := w.call(ctx, sub, depth)
 		for j, i := range part {
 			out[i] = res[j]
 			if !res[j].Outcome.Acked() && res[j].Outcome != sink.Permanent {
@@ -105,7 +160,7 @@ func bisect(ctx context.Context, name string, t sink.Sink, batch []*sink.Envelop
 				out[i] = sink.Result{Outcome: sink.NotAttempted, Err: errStopped}
 			}
 		default:
-			bisect(ctx, name, t, batch, out, shared, stopped)
+			bisect(ctx, w, batch, out, shared, stopped, depth+1)
 		}
 	}
 }

@@ -10,7 +10,7 @@ type metrics struct {
 	reqSuccess, reqFailure                  sink.Counter
 	optSuccess, optFailure, optTimeout      sink.Counter
 	acked, ackBlocked                       sink.Counter
-	current                                 sink.Gauge
+	current, unhealthy                      sink.Gauge
 	gateSeconds, batchSeconds               sink.Histogram
 }
 
@@ -30,6 +30,10 @@ func newMetrics(m sink.Metrics) *metrics {
 		ackBlocked:   c("fanout_messages_ack_blocked_total", "Routed messages held back by a failed required target."),
 		current: func() sink.Gauge {
 			g, _ := m.Gauge("current_fanout_child_sinks_selected", "Targets of the latest evaluated message.")
+			return g
+		}(),
+		unhealthy: func() sink.Gauge {
+			g, _ := m.Gauge("fanout_targets_unhealthy", "Targets whose destination circuit is open.")
 			return g
 		}(),
 		gateSeconds: func() sink.Histogram {
@@ -69,7 +73,7 @@ func (m *metrics) observeOps(ops []*op) {
 			m.reqSuccess.Add(1)
 		case o.required:
 			m.reqFailure.Add(1)
-		case o.timedOut:
+		case o.timedOut.Load():
 			m.optTimeout.Add(1)
 		case ok:
 			m.optSuccess.Add(1)

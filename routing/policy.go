@@ -230,3 +230,21 @@ func (p *Policy) RequiredSomewhere(name string) bool {
 	}
 	return slices.ContainsFunc(p.Routes, func(r Route) bool { return req(r.Targets) })
 }
+
+// MaxOptionalTimeoutMS returns the largest timeout_ms of an optional target
+// in any route or the default targets, 0 when there is none.
+func (p *Policy) MaxOptionalTimeoutMS() int {
+	m := 0
+	add := func(ts []Target) {
+		for _, t := range ts {
+			if _, to := t.Wait(); !t.Required {
+				m = max(m, to)
+			}
+		}
+	}
+	for _, r := range p.Routes {
+		add(r.Targets)
+	}
+	add(p.DefaultTargets)
+	return m
+}

@@ -143,13 +143,44 @@ func (f *fakeTarget) WriteBatch(ctx context.Context, b []*sink.Envelope) []sink.
 }
 func (f *fakeTarget) Stop(context.Context) error { return nil }
 
-func newSink(p Policy, targets map[string]*fakeTarget, byBatch bool) *Sink {
-	s := &Sink{policy: p, targets: map[string]sink.Sink{}, byBatch: byBatch, log: sink.Deps{}.Log(), now: time.Now, m: newMetrics(sink.Deps{}.Meter())}
-	for n, t := range targets {
-		s.names = append(s.names, n)
-		s.targets[n] = t
+// fakeOpener opens a scripted target, or fails with err.
+type fakeOpener struct {
+	t   sink.Sink
+	err error
+}
+
+func (o fakeOpener) Open(context.Context, sink.Deps) (sink.Sink, error) {
+	if o.err != nil {
+		return nil, o.err
 	}
-	return s
+	return o.t, nil
+}
+
+func newSinkWith(t *testing.T, p Policy, targets map[string]sink.Sink, byBatch bool, deps sink.Deps) *Sink {
+	t.Helper()
+	f := &Fanout{Policy: p, Targets: map[string]sink.Opener{}, Isolation: "message",
+		ProbeBackoff: func(int) time.Duration { return time.Second }}
+	if byBatch {
+		f.Isolation = "batch"
+	}
+	for n, x := range targets {
+		f.Targets[n] = fakeOpener{t: x}
+	}
+	s, err := f.Open(context.Background(), deps)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	return s.(*Sink)
+}
+
+func newSink(t *testing.T, p Policy, targets map[string]*fakeTarget, byBatch bool) *Sink {
+	t.Helper()
+	m := map[string]sink.Sink{}
+	for n, x := range targets {
+		m[n] = x
+	}
+	return newSinkWith(t, p, m, byBatch, sink.Deps{})
 }
 
 func envs(subjects ...string) []*sink.Envelope {
@@ -177,7 +208,7 @@ func TestGateMixedBatch(t *testing.T) {
 		{Name: "a", Match: Match{Subject: ptr("a")}, Targets: []Target{req("x"), req("y")}},
 		{Name: "b", Match: Match{Subject: ptr("b")}, Targets: []Target{req("y")}},
 	}}
-	s := newSink(p, map[string]*fakeTarget{"x": x, "y": y}, false)
+	s := newSink(t, p, map[string]*fakeTarget{"x": x, "y": y}, false)
 	got := s.WriteBatch(t.Context(), envs("a", "b"))
 	if diff := cmp.Diff([]sink.Outcome{sink.Temporary, sink.Committed}, outcomes(got)); diff != "" {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
@@ -199,7 +230,7 @@ func TestGatePermanentPerTarget(t *testing.T) {
 	x := &fakeTarget{outcome: map[uint64]sink.Result{2: {Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: errors.New("bad row")}}, shared: &perm}
 	y := &fakeTarget{}
 	p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("x"), req("y")}}}}
-	s := newSink(p, map[string]*fakeTarget{"x": x, "y": y}, false)
+	s := newSink(t, p, map[string]*fakeTarget{"x": x, "y": y}, false)
 	got := s.WriteBatch(t.Context(), envs("a", "a", "a"))
 	if diff := cmp.Diff([]sink.Outcome{sink.Committed, sink.Permanent, sink.Committed}, outcomes(got)); diff != "" {
 		t.Fatalf("outcomes (-want +got):\n%s", diff)
@@ -212,7 +243,7 @@ func TestGatePermanentPerTarget(t *testing.T) {
 	}
 	// With batch isolation the whole batch takes the temporary path.
 	x2 := &fakeTarget{outcome: x.outcome, shared: &perm}
-	s = newSink(p, map[string]*fakeTarget{"x": x2, "y": &fakeTarget{}}, true)
+	s = newSink(t, p, map[string]*fakeTarget{"x": x2, "y": &fakeTarget{}}, true)
 	got = s.WriteBatch(t.Context(), envs("a", "a", "a"))
 	if diff := cmp.Diff([]sink.Outcome{sink.Temporary, sink.Temporary, sink.Temporary}, outcomes(got)); diff != "" {
 		t.Errorf("batch isolation outcomes (-want +got):\n%s", diff)
@@ -222,7 +253,7 @@ func TestGatePermanentPerTarget(t *testing.T) {
 func TestGateNoMatch(t *testing.T) {
 	x := &fakeTarget{}
 	routes := []Route{{Name: "r", Match: Match{Subject: ptr("a")}, Targets: []Target{req("x")}}}
-	s := newSink(Policy{Mode: ModeFirst, NoMatch: NoMatchReject, Routes: routes}, map[string]*fakeTarget{"x": x}, false)
+	s := newSink(t, Policy{Mode: ModeFirst, NoMatch: NoMatchReject, Routes: routes}, map[string]*fakeTarget{"x": x}, false)
 	got := s.WriteBatch(t.Context(), envs("a", "zzz"))
 	if got[0].Outcome != sink.Committed || got[1].Outcome != sink.Permanent || got[1].Err.Error() != ErrNoRoute || got[1].ErrorType != sink.PermanentSinkError {
 		t.Errorf("reject: results %+v", got)
@@ -232,13 +263,13 @@ func TestGateNoMatch(t *testing.T) {
 		t.Errorf("reject error names a target: %v", got[1].Err)
 	}
 	x = &fakeTarget{}
-	s = newSink(Policy{Mode: ModeFirst, NoMatch: NoMatchReject, Routes: routes}, map[string]*fakeTarget{"x": x}, true)
+	s = newSink(t, Policy{Mode: ModeFirst, NoMatch: NoMatchReject, Routes: routes}, map[string]*fakeTarget{"x": x}, true)
 	got = s.WriteBatch(t.Context(), envs("a", "zzz"))
 	if diff := cmp.Diff([]sink.Outcome{sink.Permanent, sink.Permanent}, outcomes(got)); diff != "" || x.calls != 0 {
 		t.Errorf("batch reject: outcomes %v, %d writes; want all permanent, none written", outcomes(got), x.calls)
 	}
 	x = &fakeTarget{}
-	s = newSink(Policy{Mode: ModeFirst, NoMatch: NoMatchIgnore, Routes: routes}, map[string]*fakeTarget{"x": x}, false)
+	s = newSink(t, Policy{Mode: ModeFirst, NoMatch: NoMatchIgnore, Routes: routes}, map[string]*fakeTarget{"x": x}, false)
 	got = s.WriteBatch(t.Context(), envs("zzz"))
 	if got[0].Outcome != sink.Committed || x.calls != 0 {
 		t.Errorf("ignore: %+v, %d writes", got, x.calls)
@@ -251,7 +282,7 @@ func TestGateHoldsUntilRequiredCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := &fakeTarget{hold: make(chan struct{})}
 		p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("x")}}}}
-		s := newSink(p, map[string]*fakeTarget{"x": x}, false)
+		s := newSink(t, p, map[string]*fakeTarget{"x": x}, false)
 		done := make(chan []sink.Result)
 		go func() { done <- s.WriteBatch(context.Background(), envs("a", "b")) }()
 		time.Sleep(time.Hour)
@@ -277,7 +308,7 @@ func TestGateOptionalWindow(t *testing.T) {
 		x := &fakeTarget{}
 		hang := &fakeTarget{hold: make(chan struct{})}
 		p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("x"), opt("hang", 250, 1000)}}}}
-		s := newSink(p, map[string]*fakeTarget{"x": x, "hang": hang}, false)
+		s := newSink(t, p, map[string]*fakeTarget{"x": x, "hang": hang}, false)
 		start := time.Now()
 		got := s.WriteBatch(context.Background(), envs("a"))
 		if el := time.Since(start); el != 250*time.Millisecond {
@@ -289,7 +320,7 @@ func TestGateOptionalWindow(t *testing.T) {
 
 		failing := &fakeTarget{outcome: map[uint64]sink.Result{1: {Outcome: sink.Temporary, Err: errors.New("down")}}}
 		p = Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{opt("f", 100, 1000)}}}}
-		s = newSink(p, map[string]*fakeTarget{"f": failing}, false)
+		s = newSink(t, p, map[string]*fakeTarget{"f": failing}, false)
 		if got := s.WriteBatch(context.Background(), envs("a")); got[0].Outcome != sink.Committed {
 			t.Errorf("all-optional outcome = %v, want committed", got[0].Outcome)
 		}
@@ -303,7 +334,7 @@ const unknownOutcome = sink.Outcome(99)
 func TestGateUnknownOutcomeIsNotCommitted(t *testing.T) {
 	x := &fakeTarget{outcome: map[uint64]sink.Result{1: {Outcome: unknownOutcome}}}
 	p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("x")}}}}
-	s := newSink(p, map[string]*fakeTarget{"x": x}, false)
+	s := newSink(t, p, map[string]*fakeTarget{"x": x}, false)
 	if got := s.WriteBatch(t.Context(), envs("a")); got[0].Outcome != sink.Temporary {
 		t.Errorf("outcome = %v, want temporary", got[0].Outcome)
 	}

@@ -25,6 +25,7 @@ import (
 const (
 	errTypeNormalization = "NormalizationError"
 	errTypeEncryption    = "EncryptionError"
+	errTypeAuthenticity  = "AuthenticityError"
 	errTypeDLQPublish    = "DLQPublishError"
 	errTypePanic         = "InternalError"
 )
@@ -187,6 +188,16 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 	// carries no span, so each continues its own producer's trace.
 	b.tr = r.Tracer.StartBatch(ctx, b.id, envs)
 
+	// Step 2a: authenticity, on the payload as received. Rejected
+	// messages are encrypted with the others (their dead letter carries
+	// the encryption envelope, never plaintext) but never written.
+	policy, err := r.authenticate(envs)
+	if err != nil {
+		m.AuthenticityEvalErrors.Add(n)
+		r.failAll(ctx, b, errTypeAuthenticity, err, log)
+		return
+	}
+
 	// Step 3: encryption.
 	if err := r.encrypt(envs); err != nil {
 		m.PayloadEncryptionErrors.Add(n)
@@ -194,18 +205,40 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		return
 	}
 
+	// Step 3a: custody, on what the sink receives (after encryption).
+	rejected, err := r.custody(envs, policy)
+	if err != nil {
+		m.MessageNormalizationErrors.Add(n)
+		r.failAll(ctx, b, errTypeNormalization, err, log)
+		return
+	}
+
 	// Step 4: priority lanes. Rejected messages never reach the sink; they
 	// join the permanent path at step 10.
 	write := b.all()
-	var rejected map[int]error
 	if lanes := r.st.lanes; lanes != nil {
 		a := lanes.assign(envs)
-		write, rejected = a.order, a.rejected
+		write = a.order
+		for i, err := range a.rejected {
+			if rejected == nil {
+				rejected = map[int]error{}
+			}
+			if _, ok := rejected[i]; !ok {
+				rejected[i] = err
+			}
+		}
 		m.PriorityLaneBatches.Inc()
 		m.PriorityLaneMessages.Add(len(a.order))
 		m.PriorityLaneDefaulted.Add(a.defaulted)
 		m.PriorityLaneRejected.Add(len(a.rejected))
 		m.CurrentPriorityLanesActive.Set(float64(a.active))
+	}
+	if len(policy)+len(rejected) > 0 {
+		write = slices.DeleteFunc(write, func(i int) bool {
+			_, p := policy[i]
+			_, v := rejected[i]
+			return p || v
+		})
 	}
 
 	// Step 5.
@@ -222,12 +255,20 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 		results[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: err}
 		preWrite[i] = true
 	}
+	for i, err := range policy {
+		results[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.PolicyViolationError, Err: err}
+		preWrite[i] = true
+	}
 	switch {
 	case len(rejected) > 0 && r.Isolation == IsolationBatch:
 		// runtime §4 "batch": a rejection before the write sends the whole
-		// batch to the permanent path without calling the sink.
+		// batch to the permanent path without calling the sink. An
+		// authenticity rejection stays with its own message.
 		first := slices.Min(slices.Collect(maps.Keys(rejected)))
 		for i := range results {
+			if _, own := policy[i]; own {
+				continue
+			}
 			results[i] = sink.Result{Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: rejected[first], Shared: true}
 			preWrite[i] = true
 		}
@@ -279,7 +320,15 @@ func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg, probe bool) 
 			temp = append(temp, i)
 		}
 	}
-	m.MessagesWritten.Add(len(acks))
+	written := len(acks)
+	if ig, ok := r.Sink.(ignorer); ok {
+		for _, i := range acks {
+			if ig.Ignored(envs[i]) {
+				written--
+			}
+		}
+	}
+	m.MessagesWritten.Add(written)
 	if len(acks) > 0 && r.Metrics != nil {
 		committed := make([]*sink.Envelope, len(acks))
 		for k, i := range acks {
@@ -409,6 +458,78 @@ func (r *Runner) encrypt(envs []*sink.Envelope) (err error) {
 		}
 	}
 	return nil
+}
+
+// authenticate runs the Authenticate hook (step 2a) and returns the
+// rejected messages with their dead-letter errors. A panic or evaluation
+// error fails the whole batch.
+func (r *Runner) authenticate(envs []*sink.Envelope) (rejected map[int]error, err error) {
+	if r.Authenticate == nil {
+		return nil, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			rejected, err = nil, fmt.Errorf("message authenticity: panic: %v", p)
+		}
+	}()
+	for i, e := range envs {
+		reject, err := r.Authenticate(e)
+		if err != nil {
+			return nil, fmt.Errorf("message authenticity (stream seq %d): %w", e.StreamSequence, err)
+		}
+		if reject != nil {
+			if rejected == nil {
+				rejected = map[int]error{}
+			}
+			rejected[i] = reject
+		}
+	}
+	m := r.metrics()
+	m.AuthenticityPassed.Add(len(envs) - len(rejected))
+	m.AuthenticityRejected.Add(len(rejected))
+	if len(rejected) < len(envs) {
+		m.AuthenticityBatchesPassed.Inc()
+	}
+	if len(rejected) > 0 {
+		m.AuthenticityBatchesReject.Inc()
+		log := r.logger().With("component", "runner")
+		for i := range rejected {
+			// Reason and rule only: never header values, signatures or keys.
+			log.Warn("message authenticity rejected", "subject", envs[i].Subject, "stream", envs[i].Stream,
+				"stream_sequence", envs[i].StreamSequence, "error", rejected[i].Error())
+		}
+	}
+	return rejected, nil
+}
+
+// custody runs the Custody hook (step 3a) on every message not rejected by
+// authenticity. It returns the messages whose custody failed permanently;
+// err (a temporary failure or a panic) fails the whole batch.
+func (r *Runner) custody(envs []*sink.Envelope, skip map[int]error) (rejected map[int]error, err error) {
+	if r.Custody == nil {
+		return nil, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			rejected, err = nil, fmt.Errorf("custody: panic: %v", p)
+		}
+	}()
+	for i, e := range envs {
+		if _, ok := skip[i]; ok {
+			continue
+		}
+		if cerr := r.Custody(e); cerr != nil {
+			if res := sink.Failed(cerr); res.Outcome == sink.Permanent {
+				if rejected == nil {
+					rejected = map[int]error{}
+				}
+				rejected[i] = cerr
+				continue
+			}
+			return nil, fmt.Errorf("custody (stream seq %d): %w", e.StreamSequence, cerr)
+		}
+	}
+	return rejected, nil
 }
 
 // writer wraps b's WriteBatch calls with their metrics and write span, and
@@ -735,3 +856,9 @@ func (r *Runner) nakNow(msgs []jetstream.Msg, log *slog.Logger) {
 	}
 	r.flush(log)
 }
+
+// ignorer is implemented by a sink that acknowledges some messages without
+// writing them anywhere: the fanout sink under routing.no_match "ignore".
+// messages_written_total leaves those out. Ignored must be a pure function
+// of the envelope.
+type ignorer interface{ Ignored(*sink.Envelope) bool }

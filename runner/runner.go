@@ -108,6 +108,20 @@ type Runner struct {
 	// whose payload was omitted. An error sends the whole batch to the
 	// temporary path.
 	Encrypt func(*sink.Envelope) error
+	// Authenticate, when set, verifies each envelope before encryption
+	// (docs/integrity.md#message-authenticity). A non-nil reject rejects
+	// that message: it never reaches the sink and is dead-lettered with
+	// error type PolicyViolationError and reject's text, in both isolation
+	// modes. A non-nil err (an unexpected evaluation failure) sends the
+	// whole batch to the temporary path.
+	Authenticate func(*sink.Envelope) (reject, err error)
+	// Custody, when set, attaches the custody document to each envelope
+	// that will be written, after encryption
+	// (docs/integrity.md#chain-of-custody). A permanent error
+	// (sink.AsPermanentType) dead-letters that message, or the whole batch
+	// with permanent_failure_isolation "batch"; any other error sends the
+	// whole batch to the temporary path.
+	Custody func(*sink.Envelope) error
 	// DeadLetter configures the DLQ; nil disables it.
 	DeadLetter *DeadLetter
 	// ConsumerName is nats.consumer, used in the DLQ Nats-Msg-Id; "" means

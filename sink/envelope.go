@@ -53,6 +53,32 @@ type Envelope struct {
 	// ReceivedAt is the wall clock when the envelope was built, truncated to
 	// microseconds.
 	ReceivedAt time.Time
+
+	// Custody is the chain-of-custody document the runner computed for
+	// this delivery; nil when custody is disabled. Record shapes that carry
+	// a "custody" member write it there (docs/integrity.md).
+	Custody *Custody
+}
+
+// Custody is the custody document of one envelope: hashes over the record
+// as received (after encryption), never keyed. Empty strings are null.
+type Custody struct {
+	// Algorithm is "sha256" or "sha512".
+	Algorithm string
+	// KeyID is the configured label of the custody policy; "" = null.
+	KeyID string
+	// PayloadHash and MetadataHash are lower-case hex; "" when the
+	// configuration does not hash that part.
+	PayloadHash  string
+	MetadataHash string
+	// RecordHash binds the other hashes to subject, stream, stream sequence
+	// and message id.
+	RecordHash string
+	// PreviousRecordHash is the chain link the producer named; "" = null.
+	PreviousRecordHash string
+	// HashPayload and HashMetadata are the configured switches.
+	HashPayload  bool
+	HashMetadata bool
 }
 
 // PayloadPresence says whether the producer's payload was delivered

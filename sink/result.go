@@ -55,9 +55,12 @@ func (o Outcome) Acked() bool { return o == Committed || o == Duplicate }
 // Error types carried by Permanent results; they become the DLQ body's
 // error_type and the Nats-Sinks-Error-Type header (spec sinks.md §0.3).
 const (
-	PermanentSinkError    = "PermanentSinkError"
-	SerializationError    = "SerializationError"
-	ValidationError       = "ValidationError"
+	PermanentSinkError = "PermanentSinkError"
+	SerializationError = "SerializationError"
+	ValidationError    = "ValidationError"
+	// PolicyViolationError marks a message the runner rejected before any
+	// sink saw it, such as one whose producer signature did not verify.
+	PolicyViolationError  = "PolicyViolationError"
 	MaxDeliveriesExceeded = "MaxDeliveriesExceeded"
 )
 

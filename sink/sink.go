@@ -59,6 +59,20 @@ type Warner interface {
 	Warnings() []Problem
 }
 
+// A PayloadReader is an Opener whose records are built from fields of the
+// payload (a mapped column reading a JSON Pointer, a key taken from a
+// payload field). Payload encryption replaces the body before any sink sees
+// it, so such a sink would receive only ciphertext; decrypting inside the
+// sink would hand it the key and put plaintext into columns. The loader
+// therefore refuses the configuration when encryption can apply to a
+// subject the process consumes. PayloadReads returns the paths, relative to
+// the sink object as in ConfigError, of the settings that read the payload
+// ("mapping[1].path"), in configuration order; nil when none does. It makes
+// no I/O.
+type PayloadReader interface {
+	PayloadReads() []string
+}
+
 // A Decoder validates one "sink" configuration object without any I/O and
 // returns its Opener. The raw object has already passed strict JSON parsing
 // and environment overrides. Problems are reported as a *ConfigError whose

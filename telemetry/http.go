@@ -35,6 +35,13 @@ const (
 // "not ready", never "ready" by accident.
 type Readiness struct {
 	NATS, Consumer, Sink string
+	// Targets holds one check per target of a fanout sink, by name
+	// (reported as "target:<name>"): CheckOK, SinkNotStarted or
+	// SinkUnhealthy (its destination circuit is open). They are reported
+	// but do not decide readiness: a target required by some route makes
+	// Sink unhealthy through the process-wide circuit, and an optional-only
+	// target never makes the process unready.
+	Targets map[string]string
 	// Draining is true once shutdown began; it makes /readyz 503 "draining"
 	// even while every check passes, so load balancers stop routing first.
 	Draining bool
@@ -131,8 +138,15 @@ func serveReady(w http.ResponseWriter, rd Readiness) {
 	case !rd.Ready():
 		status, code = "not_ready", http.StatusServiceUnavailable
 	}
+	checks := map[string]any{"consumer": rd.Consumer, "nats": rd.NATS, "sink": rd.Sink}
+	for n, c := range rd.Targets {
+		if c == "" {
+			c = SinkNotStarted
+		}
+		checks["target:"+n] = c
+	}
 	writeJSON(w, code, map[string]any{
-		"checks": map[string]any{"consumer": rd.Consumer, "nats": rd.NATS, "sink": rd.Sink},
+		"checks": checks,
 		"status": status,
 	})
 }

@@ -88,6 +88,14 @@ func TestReadyz(t *testing.T) {
 			`{"checks":{"consumer":"fetch_failing","nats":"ok","sink":"ok"},"status":"not_ready"}`},
 		{"sink unhealthy", func() Readiness { return Readiness{NATS: "ok", Consumer: "ok", Sink: SinkUnhealthy} }, 503,
 			`{"checks":{"consumer":"ok","nats":"ok","sink":"unhealthy"},"status":"not_ready"}`},
+		{"fanout targets reported, optional-only unhealthy target keeps the process ready", func() Readiness {
+			return Readiness{NATS: "ok", Consumer: "ok", Sink: "ok", Targets: map[string]string{"db": CheckOK, "audit": SinkUnhealthy}}
+		}, 200,
+			`{"checks":{"consumer":"ok","nats":"ok","sink":"ok","target:audit":"unhealthy","target:db":"ok"},"status":"ready"}`},
+		{"required target down: the process circuit makes the sink unhealthy", func() Readiness {
+			return Readiness{NATS: "ok", Consumer: "ok", Sink: SinkUnhealthy, Targets: map[string]string{"db": SinkUnhealthy, "audit": ""}}
+		}, 503,
+			`{"checks":{"consumer":"ok","nats":"ok","sink":"unhealthy","target:audit":"not_started","target:db":"unhealthy"},"status":"not_ready"}`},
 		{"zero value is the start-up state", func() Readiness { return Readiness{} }, 503,
 			`{"checks":{"consumer":"not_bound","nats":"connecting","sink":"not_started"},"status":"not_ready"}`},
 		{"nil Ready func", nil, 503,

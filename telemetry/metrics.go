@@ -164,6 +164,11 @@ type Metrics struct {
 	SinkWriteErrors            *Counter // sink_write_errors_total
 	MessageNormalizationErrors *Counter // message_normalization_errors_total
 	PayloadEncryptionErrors    *Counter // payload_encryption_errors_total
+	AuthenticityPassed         *Counter // message_authenticity_messages_passed_total
+	AuthenticityRejected       *Counter // message_authenticity_messages_rejected_total
+	AuthenticityBatchesPassed  *Counter // message_authenticity_batches_passed_total
+	AuthenticityBatchesReject  *Counter // message_authenticity_batches_rejected_total
+	AuthenticityEvalErrors     *Counter // message_authenticity_evaluation_errors_total
 	DLQPublishErrors           *Counter // dlq_publish_errors_total
 	AckErrors                  *Counter // ack_errors_total
 	TermErrors                 *Counter // term_errors_total
@@ -281,6 +286,11 @@ func (m *Metrics) counterSpecs() []counterSpec {
 		{"sink_write_errors_total", "Messages failed by the sink.", &m.SinkWriteErrors},
 		{"message_normalization_errors_total", "Messages failed while building envelopes.", &m.MessageNormalizationErrors},
 		{"payload_encryption_errors_total", "Messages failed in encryption.", &m.PayloadEncryptionErrors},
+		{"message_authenticity_messages_passed_total", "Messages accepted by message authenticity (verified, exempt, or unmatched and allowed).", &m.AuthenticityPassed},
+		{"message_authenticity_messages_rejected_total", "Messages rejected by message authenticity.", &m.AuthenticityRejected},
+		{"message_authenticity_batches_passed_total", "Batches with at least one message accepted by message authenticity.", &m.AuthenticityBatchesPassed},
+		{"message_authenticity_batches_rejected_total", "Batches with at least one message rejected by message authenticity.", &m.AuthenticityBatchesReject},
+		{"message_authenticity_evaluation_errors_total", "Messages sent to the temporary path by an unexpected authenticity evaluation error.", &m.AuthenticityEvalErrors},
 		{"dlq_publish_errors_total", "Failed DLQ publishes.", &m.DLQPublishErrors},
 		{"ack_errors_total", "Failed ACKs.", &m.AckErrors},
 		{"term_errors_total", "Failed TERMs.", &m.TermErrors},

@@ -38,6 +38,36 @@ func (sinkTracer) TraceHeaders(ctx context.Context, e *sink.Envelope) map[string
 	return Headers(ctx, e)
 }
 
+// StartWrite starts a "write" span (name, for example "write file") for a
+// call a sink makes to another sink on behalf of set: the fanout sink's
+// per-target writes. It is linked to each envelope's message span like the
+// runner's own write span, carries attrs, and returns a write context, so
+// the inner sink's client spans still find their message spans. Outside a
+// write context (tracing disabled) it returns ctx and a span that does
+// nothing.
+func (sinkTracer) StartWrite(ctx context.Context, set []*sink.Envelope, name string, depth int, attrs ...sink.Attr) (context.Context, sink.Span) {
+	ws, _ := ctx.Value(writeKey{}).(*writeScope)
+	if ws == nil {
+		return ctx, noSpan{}
+	}
+	ctx, s := ws.b.startWrite(ctx, set, depth, name, keyValues(attrs)...)
+	return ctx, sinkSpan{s}
+}
+
+// MessageAttributes adds attrs to e's message span, found through the write
+// context ctx; outside one it does nothing.
+func (sinkTracer) MessageAttributes(ctx context.Context, e *sink.Envelope, attrs ...sink.Attr) {
+	ws, _ := ctx.Value(writeKey{}).(*writeScope)
+	if ws == nil {
+		return
+	}
+	if i, ok := ws.b.index[e]; ok {
+		if s := ws.b.spans[i]; s.IsRecording() {
+			s.SetAttributes(keyValues(attrs)...)
+		}
+	}
+}
+
 // sinkSpan is a Span as a sink sees it.
 type sinkSpan struct{ s Span }
 
@@ -77,6 +107,8 @@ func keyValues(attrs []sink.Attr) []attribute.KeyValue {
 			out[i] = attribute.Int64(a.Key, v)
 		case float64:
 			out[i] = attribute.Float64(a.Key, v)
+		case []string:
+			out[i] = attribute.StringSlice(a.Key, v)
 		default:
 			out[i] = attribute.String(a.Key, fmt.Sprint(v))
 		}

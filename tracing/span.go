@@ -291,6 +291,15 @@ func (b *Batch) StartWrite(ctx context.Context, set []*sink.Envelope, depth int)
 	if b == nil {
 		return ctx, Span{}
 	}
+	name := "write"
+	if b.t.opts.Sink != "" {
+		name += " " + b.t.opts.Sink
+	}
+	return b.startWrite(ctx, set, depth, name)
+}
+
+// startWrite starts a write span named name; see StartWrite.
+func (b *Batch) startWrite(ctx context.Context, set []*sink.Envelope, depth int, name string, extra ...attribute.KeyValue) (context.Context, Span) {
 	links := make([]trace.Link, 0, min(len(set), maxLinks))
 	for _, e := range set {
 		if len(links) == maxLinks {
@@ -302,16 +311,13 @@ func (b *Batch) StartWrite(ctx context.Context, set []*sink.Envelope, depth int)
 			}
 		}
 	}
-	name := "write"
-	if b.t.opts.Sink != "" {
-		name += " " + b.t.opts.Sink
-	}
+	attrs := append([]attribute.KeyValue{
+		attribute.Int("messaging.batch.message_count", len(set)),
+		attribute.String("nats_sink.batch_id", b.id),
+		attribute.Int("nats_sink.bisection_depth", depth),
+	}, extra...)
 	ctx, s := b.t.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithLinks(links...), trace.WithAttributes(
-			attribute.Int("messaging.batch.message_count", len(set)),
-			attribute.String("nats_sink.batch_id", b.id),
-			attribute.Int("nats_sink.bisection_depth", depth),
-		))
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	return context.WithValue(ctx, writeKey{}, &writeScope{b: b, span: s.SpanContext()}), Span{s}
 }
 

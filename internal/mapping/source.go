@@ -214,3 +214,9 @@ func (s source) value(e *sink.Envelope, payload any) (any, bool) {
 	}
 	return nil, false
 }
+
+// ReadsPayload reports whether a mapping item's path reads the payload (""
+// or a JSON Pointer) rather than a special source such as $subject.
+func ReadsPayload(path string) bool {
+	return path == "" || path[0] == '/'
+}

@@ -37,10 +37,11 @@ type EnvelopeOptions struct {
 	MetadataCustody bool
 	StoredAt        time.Time
 
-	// Custody, MissionMetadata and SecurityLabels add these members. v1
-	// has no producer for any of them, so each is null; the HTTP sink
-	// makes each optional (include_custody, …), the other shapes always
-	// have all three.
+	// Custody, MissionMetadata and SecurityLabels add these members.
+	// Custody holds the envelope's custody document (null when custody is
+	// disabled); the other two have no producer and are null. The HTTP
+	// sink makes each optional (include_custody, …), the other shapes
+	// always have all three.
 	Custody         bool
 	MissionMetadata bool
 	SecurityLabels  bool
@@ -89,7 +90,7 @@ func MessageEnvelope(e *sink.Envelope, p Payload, o EnvelopeOptions) jsonx.Objec
 	b.add("consumer", str(&e.Consumer))
 	b.add("consumer_sequence", seq(&e.ConsumerSequence))
 	if o.Custody {
-		b.add("custody", nil)
+		b.add("custody", Custody(e.Custody))
 	}
 	if o.IdempotencyKey {
 		var key any

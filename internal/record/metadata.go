@@ -77,7 +77,7 @@ func CreatedAt(e *sink.Envelope) Created {
 }
 
 // Metadata returns the standard metadata document v1 (§3) for e, stored at
-// storedAt. withCustody adds the top-level "custody": null key (SQL sinks,
+// storedAt. withCustody adds the top-level "custody" key (the envelope's custody document, or null) (SQL sinks,
 // S3 envelope).
 //
 // Every object is a jsonx.Object literal written in canonical key order, so
@@ -145,7 +145,7 @@ func Metadata(e *sink.Envelope, storedAt time.Time, withCustody bool) jsonx.Obje
 	}
 	doc := m.doc[:0]
 	if withCustody {
-		doc = append(doc, jsonx.Member{Key: "custody"})
+		doc = append(doc, jsonx.Member{Key: "custody", Value: Custody(e.Custody)})
 	}
 	return append(doc,
 		jsonx.Member{Key: "freshness", Value: jsonx.Object(m.freshness[:])},

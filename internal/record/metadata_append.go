@@ -230,8 +230,10 @@ func (w *metaWriter) object(dst []byte, o *metaObject) []byte {
 func (w *metaWriter) value(dst []byte, v metaValue) []byte {
 	e, f := w.e, &w.facts
 	switch v {
-	case valNull, valCustody:
+	case valNull:
 		return append(dst, "null"...)
+	case valCustody:
+		return appendCustody(dst, e.Custody, w.flavour, w.order)
 	case valFreshness:
 		return w.object(dst, &metaFreshness)
 	case valHeaders:

@@ -326,3 +326,22 @@ func randomTime(rng *rand.Rand) time.Time {
 	}
 	return shapestest.Received.Add(time.Duration(rng.Int64N(int64(time.Hour))) - 30*time.Minute)
 }
+
+// TestAppendMetadataCustody: with a custody document (the SQL sinks'
+// METADATA_JSON), the streaming writer matches the tree path in both
+// flavours and key orders, and the ascii flavour escapes a non-ASCII key id.
+func TestAppendMetadataCustody(t *testing.T) {
+	e := shapestest.Golden()
+	e.Custody = &sink.Custody{Algorithm: "sha256", KeyID: "politique-é", HashPayload: true, HashMetadata: true,
+		PayloadHash: strings.Repeat("a", 64), MetadataHash: strings.Repeat("b", 64), RecordHash: strings.Repeat("c", 64)}
+	if err := checkAppendMetadata(e, shapestest.Stored); err != nil {
+		t.Fatal(err)
+	}
+	got := string(AppendMetadata(nil, e, shapestest.Stored, true, jsonx.ASCII, jsonx.CanonicalOrder))
+	const want = `{"custody":{"algorithm":"sha256","hash_input_format":"canonical-json","hash_metadata":true,"hash_payload":true,"key_id":"politique-\u00e9","metadata_hash":"` +
+		`bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb","payload_hash":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",` +
+		`"previous_record_hash":null,"privacy":"hashes_are_not_encryption","record_hash":"cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc","schema":"nats_sinks.custody.v1","schema_version":1},"freshness":`
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("METADATA_JSON starts\n%s\nwant\n%s", got[:min(len(got), len(want))], want)
+	}
+}

@@ -48,11 +48,17 @@ func Decrypt(envelopeJSON []byte, keys KeyRing) ([]byte, error) {
 	if key.Algorithm != "" && alg != key.Algorithm {
 		return nil, serialization(fmt.Errorf("envelope uses %s but the key is configured for %s: %w", alg, key.Algorithm, ErrAlgorithm))
 	}
-	if s, _ := env["schema"].(string); s != Schema {
+	schema, _ := env["schema"].(string)
+	if schema != Schema && schema != SchemaV2 {
 		return nil, serialization(ErrSchema)
 	}
-	// Only the integer 1: a conforming writer never produces 1.0 or true.
-	if v, _ := env["version"].(jsonx.Integer); v != jsonx.Integer(strconv.Itoa(Version)) {
+	// Only the integer of the schema's version: a conforming writer never
+	// produces 1.0 or true.
+	version := Version
+	if schema == SchemaV2 {
+		version = VersionV2
+	}
+	if v, _ := env["version"].(jsonx.Integer); v != jsonx.Integer(strconv.Itoa(version)) {
 		return nil, serialization(ErrVersion)
 	}
 	nonce, err := envelopeBase64(env, "nonce")
@@ -78,6 +84,13 @@ func Decrypt(envelopeJSON []byte, keys KeyRing) ([]byte, error) {
 		tag = n
 	}
 
+	if version == VersionV2 {
+		plaintext, err := openV2(env, key.Secret[:], alg, nonce, ct, tag)
+		if err != nil {
+			return nil, serialization(err)
+		}
+		return plaintext, nil
+	}
 	aead := openAEAD(key.Secret[:], alg, len(nonce), tag)
 	if aead == nil {
 		return nil, serialization(ErrDecrypt)

@@ -72,7 +72,7 @@ func TestDecryptErrors(t *testing.T) {
 			},
 			want: ErrAlgorithm, wantMsg: "envelope uses aes-256-ccm but the key is configured for aes-256-gcm: unsupported encryption algorithm"},
 		{name: "algorithm checked before schema", edit: func(t *testing.T, e map[string]any) { e["algorithm"] = "x"; e["schema"] = "y" }, want: ErrAlgorithm},
-		{name: "wrong schema", edit: func(t *testing.T, e map[string]any) { e["schema"] = "nats_sinks.encrypted_payload.v2" }, want: ErrSchema},
+		{name: "wrong schema", edit: func(t *testing.T, e map[string]any) { e["schema"] = "nats_sinks.encrypted_payload.v3" }, want: ErrSchema},
 		{name: "missing schema", edit: func(t *testing.T, e map[string]any) { delete(e, "schema") }, want: ErrSchema},
 		{name: "schema checked before version", edit: func(t *testing.T, e map[string]any) { e["schema"] = "y"; e["version"] = 2 }, want: ErrSchema},
 		{name: "version 2", edit: func(t *testing.T, e map[string]any) { e["version"] = 2 }, want: ErrVersion},

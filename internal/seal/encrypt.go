@@ -39,6 +39,10 @@ type Settings struct {
 	// TagLength is the CCM tag length: 4, 6, 8, 10, 12, 14 or 16. GCM
 	// always uses 16 and ignores it.
 	TagLength int
+	// EnvelopeVersion is 1 (0 means 1: upstream's envelope, with a clear
+	// plaintext SHA-256) or 2 (a keyed MAC instead, and associated data
+	// binding the message; see EncryptMessage).
+	EnvelopeVersion int
 }
 
 // String prints the settings with the key masked.
@@ -47,8 +51,8 @@ func (s Settings) String() string {
 	if s.Key != nil {
 		key = mask
 	}
-	return fmt.Sprintf("seal.Settings{Enabled: %t, Algorithm: %q, KeyID: %q, Key: %s, NonceSize: %d, TagLength: %d}",
-		s.Enabled, s.Algorithm, s.KeyID, key, s.NonceSize, s.TagLength)
+	return fmt.Sprintf("seal.Settings{Enabled: %t, Algorithm: %q, KeyID: %q, Key: %s, NonceSize: %d, TagLength: %d, EnvelopeVersion: %d}",
+		s.Enabled, s.Algorithm, s.KeyID, key, s.NonceSize, s.TagLength, s.EnvelopeVersion)
 }
 
 // Format prints String for every verb, so %#v and %x cannot dump the key.
@@ -71,8 +75,11 @@ func Encrypt(plaintext []byte, s Settings, random io.Reader) ([]byte, error) {
 	if random == nil {
 		random = rand.Reader
 	}
-	return sl.seal(plaintext, random)
+	return sl.sealMessage(plaintext, Message{}, random)
 }
+
+// defaultRand is the nonce source when none is given.
+func defaultRand() io.Reader { return rand.Reader }
 
 // A sealer is one validated Settings with its key expanded into an AEAD.
 // It is immutable, so one sealer serves concurrent Seal calls.
@@ -83,6 +90,8 @@ type sealer struct {
 	tagLength int    // as written into the envelope
 	maxLen    uint64 // longest plaintext the mode can take
 	aead      cipher.AEAD
+	version   int    // envelope version: 1 or 2
+	macKey    []byte // version 2: the plaintext MAC key
 }
 
 // newSealer validates s (the rules of config.md §7.4) and expands its key.
@@ -116,6 +125,13 @@ func newSealer(s Settings) (*sealer, error) {
 			problems = append(problems, fmt.Errorf("tag_length: must be one of 4, 6, 8, 10, 12, 14, 16 (got %d)", s.TagLength))
 		}
 	}
+	version := s.EnvelopeVersion
+	if version == 0 {
+		version = Version
+	}
+	if version != Version && version != VersionV2 {
+		problems = append(problems, fmt.Errorf("envelope_version: must be one of 1, 2 (got %d)", s.EnvelopeVersion))
+	}
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
@@ -123,7 +139,10 @@ func newSealer(s Settings) (*sealer, error) {
 	if err != nil {
 		return nil, errors.New("key: cannot create AES cipher") // unreachable with 32 bytes
 	}
-	sl := &sealer{alg: alg, keyID: s.KeyID, nonceSize: s.NonceSize}
+	sl := &sealer{alg: alg, keyID: s.KeyID, nonceSize: s.NonceSize, version: version}
+	if version == VersionV2 {
+		sl.macKey = macKey(s.Key)
+	}
 	if alg == AES256GCM {
 		sl.tagLength = gcmTagSize
 		sl.maxLen = 1<<36 - 32 // GCM's own bound, far beyond any NATS message
@@ -143,8 +162,9 @@ func newSealer(s Settings) (*sealer, error) {
 
 func validCCMTag(n int) bool { return n >= 4 && n <= 16 && n%2 == 0 }
 
-// seal encrypts plaintext and returns the envelope bytes.
-func (sl *sealer) seal(plaintext []byte, random io.Reader) ([]byte, error) {
+// sealMessage encrypts plaintext and returns the envelope bytes; a
+// version 2 envelope binds m.
+func (sl *sealer) sealMessage(plaintext []byte, m Message, random io.Reader) ([]byte, error) {
 	if uint64(len(plaintext)) > sl.maxLen {
 		// CCM's length field is 15 − nonce bytes: a 13-byte nonce caps the
 		// payload at 65535 bytes.
@@ -154,6 +174,9 @@ func (sl *sealer) seal(plaintext []byte, random io.Reader) ([]byte, error) {
 	nonce := make([]byte, sl.nonceSize)
 	if _, err := io.ReadFull(random, nonce); err != nil {
 		return nil, fmt.Errorf("read random nonce: %w", err)
+	}
+	if sl.version == VersionV2 {
+		return sl.sealV2(plaintext, nonce, m), nil
 	}
 	sum := sha256.Sum256(plaintext)
 	ct := sl.aead.Seal(make([]byte, 0, len(plaintext)+sl.tagLength), nonce, plaintext, nil)

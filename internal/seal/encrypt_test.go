@@ -266,7 +266,7 @@ func TestDecryptOnlyGCMNonces(t *testing.T) {
 	keys := testKeyRing(t, "k")
 	for n := 1; n <= 128; n++ {
 		sl := mustSealerWithNonce(t, n)
-		env, err := sl.seal([]byte("decrypt-only nonce"), nonceReader{})
+		env, err := sl.sealMessage([]byte("decrypt-only nonce"), Message{}, nonceReader{})
 		if err != nil {
 			t.Fatal(err)
 		}

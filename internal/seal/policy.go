@@ -25,6 +25,7 @@ const (
 	SetKey
 	SetNonceSize
 	SetTagLength
+	SetEnvelopeVersion
 )
 
 // A Rule is one entry of encryption.rules.
@@ -122,6 +123,9 @@ func effective(top Settings, r Rule) Settings {
 	if r.Set&SetTagLength != 0 {
 		s.TagLength = r.Settings.TagLength
 	}
+	if r.Set&SetEnvelopeVersion != 0 {
+		s.EnvelopeVersion = r.Settings.EnvelopeVersion
+	}
 	return s
 }
 
@@ -200,7 +204,7 @@ func (p *Policy) Seal(e *sink.Envelope) error {
 	if random == nil {
 		random = rand.Reader
 	}
-	data, err := sl.seal(e.Data, random)
+	data, err := sl.sealMessage(e.Data, Message{Subject: e.Subject, Stream: e.Stream, Sequence: e.StreamSequence}, random)
 	if err != nil {
 		return fmt.Errorf("encrypt payload on subject %q: %w", e.Subject, err)
 	}

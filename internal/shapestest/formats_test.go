@@ -20,6 +20,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/nats-sinks/nats-sink/internal/custody"
 	"github.com/nats-sinks/nats-sink/internal/dlq"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
@@ -678,6 +679,48 @@ func encryptionEnvelope(t *testing.T) []byte {
 	return env
 }
 
+// encryptionEnvelopeV2 is the version 2 envelope of the same plaintext,
+// key and nonce, bound to the order's message.
+func encryptionEnvelopeV2(t *testing.T) []byte {
+	t.Helper()
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	plain := []byte(`{"order_id":"O-1001"}`)
+	env, err := seal.EncryptMessage(plain, seal.Settings{Algorithm: "aes-256-gcm", KeyID: "orders-2026-05", Key: key, NonceSize: 12, EnvelopeVersion: 2},
+		seal.Message{Subject: "orders.created", Stream: "ORDERS", Sequence: 42}, &sequence{next: 0xa0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k [32]byte
+	copy(k[:], key)
+	back, err := seal.Decrypt(env, seal.FixedKeyRing(seal.Key{ID: "orders-2026-05", Secret: k}))
+	if err != nil || !bytes.Equal(back, plain) {
+		t.Errorf("the example v2 envelope does not decrypt to its plaintext: %q, %v", back, err)
+	}
+	return env
+}
+
+// fileRecordCustody is the order's compact file record with custody on:
+// sha256, key_id custody-policy-v1, previous hash read from the header.
+func fileRecordCustody(t *testing.T) []byte {
+	t.Helper()
+	e := shapestest.Golden()
+	s := custody.Settings{Algorithm: "sha256", KeyID: "custody-policy-v1", HashPayload: true, HashMetadata: true,
+		IncludePreviousHash: true, PreviousHashHeader: custody.DefaultPreviousHashHeader, MaxHashInputBytes: 16777216}
+	c, err := s.Compute(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Custody = c
+	out := fileRecord(t, e, true, false)
+	if v := custody.VerifyFileRecord(out); v.Err != nil || len(v.Mismatches) > 0 {
+		t.Errorf("the example record does not verify: %+v", v)
+	}
+	return out
+}
+
 // snapshot is the metrics snapshot after one batch of three messages: two
 // written, one dead-lettered, all three acknowledged.
 func snapshot(t *testing.T) []byte {
@@ -760,8 +803,10 @@ func generators() map[string]func(t *testing.T) []byte {
 				dlq.Options{IncludePayload: true, IncludeHeaders: true, IncludeError: true, Consumer: "orders-file"}, failedAt)
 			return headerLines(m.Header)
 		},
-		"encryption-envelope": encryptionEnvelope,
-		"sql-row":             sqlRow,
+		"encryption-envelope":    encryptionEnvelope,
+		"encryption-envelope-v2": encryptionEnvelopeV2,
+		"file-record-custody":    fileRecordCustody,
+		"sql-row":                sqlRow,
 		"ddl-sqlite": func(t *testing.T) []byte {
 			m := sqlModel(t, sqlmodel.SQLite)
 			return []byte(m.DDL(m.Tables[0]) + "\n")

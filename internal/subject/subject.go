@@ -96,3 +96,24 @@ func Contains(outer, inner string) bool {
 	}
 	return len(o) == len(in)
 }
+
+// Overlap reports whether some literal subject is matched by both patterns
+// a and b. It is used to decide whether an encryption rule can apply to a
+// subject a consumer filter selects.
+func Overlap(a, b string) bool {
+	at := strings.Split(a, ".")
+	bt := strings.Split(b, ".")
+	for i := 0; ; i++ {
+		switch {
+		case i == len(at) || i == len(bt):
+			// Both ended together: the same number of tokens, each pair
+			// compatible. One ended first: the other's remaining tokens
+			// need at least one more literal token.
+			return len(at) == len(bt)
+		case at[i] == ">" || bt[i] == ">":
+			return true // '>' takes this and any further tokens
+		case at[i] != "*" && bt[i] != "*" && at[i] != bt[i]:
+			return false
+		}
+	}
+}

@@ -104,3 +104,31 @@ func FuzzMatchContains(f *testing.F) {
 		}
 	})
 }
+
+func TestOverlap(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"orders.>", "orders.secure.>", true},
+		{"orders.>", "orders", false},
+		{"orders.*", "orders.secure.>", false},
+		{"orders.*", "orders.>", true},
+		{"orders.*", "orders.a.b", false},
+		{"orders.*.x", "orders.a.*", true},
+		{"orders.*.x", "orders.a.y", false},
+		{"orders.created", "orders.created", true},
+		{"orders.created", "orders.deleted", false},
+		{"audit.>", "orders.>", false},
+		{">", "a", true},
+		{"a.b", "a.b.c", false},
+		{"a.b.>", "a.b", false},
+		{"*", "a.b", false},
+	} {
+		for _, pair := range [][2]string{{tt.a, tt.b}, {tt.b, tt.a}} {
+			if got := Overlap(pair[0], pair[1]); got != tt.want {
+				t.Errorf("Overlap(%q, %q) = %v, want %v", pair[0], pair[1], got, tt.want)
+			}
+		}
+	}
+}

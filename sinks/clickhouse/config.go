@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/mapping"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/secret"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -314,3 +315,37 @@ func (c *Config) checkURL() string {
 func isLocalHost(host string) bool {
 	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
+
+// PayloadReads returns the settings that read fields of the payload: in
+// layout mapped, each mapping item whose path is a JSON Pointer and the
+// payload_field of strategy payload_field, for the sink's table and every
+// route. The loader refuses them on subjects payload encryption applies to
+// (docs/clickhouse.md#encrypted-payloads).
+func (c Config) PayloadReads() []string {
+	if c.Layout != "mapped" {
+		return nil
+	}
+	var out []string
+	add := func(idem *Idempotency, idemPath string, items []sqlconfig.MappingItem, mappingPath string) {
+		if idem != nil && idem.Strategy == "payload_field" {
+			out = append(out, idemPath+".payload_field")
+		}
+		for i, it := range items {
+			if mapping.ReadsPayload(it.Path) {
+				out = append(out, fields.Index(mappingPath, i)+".path")
+			}
+		}
+	}
+	add(&c.Idempotency, "idempotency", c.Mapping, "mapping")
+	for i, r := range c.TableRoutes {
+		rp := fields.Index("table_routes", i)
+		var items []sqlconfig.MappingItem
+		if r.Mapping != nil {
+			items = *r.Mapping
+		}
+		add(r.Idempotency, rp+".idempotency", items, rp+".mapping")
+	}
+	return out
+}
+
+var _ sink.PayloadReader = Config{}

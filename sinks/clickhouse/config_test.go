@@ -208,3 +208,34 @@ func TestSecretNeverPrints(t *testing.T) {
 		}
 	}
 }
+
+// TestPayloadReads lists the settings that read the payload, which the
+// loader refuses on encrypted subjects: pointer paths of the sink's and
+// the routes' mappings and a payload_field key; never special sources or
+// the audit layout.
+func TestPayloadReads(t *testing.T) {
+	for _, tt := range []struct {
+		name, doc string
+		want      []string
+	}{
+		{"audit layout reads nothing here", `{` + base + `}`, nil},
+		{"pointers and routes", `{` + base + `,"layout":"mapped","mapping":[
+			{"column":"tenant","path":"$header:X-Tenant","type":"text"},
+			{"column":"whole","path":"","type":"json"},
+			{"column":"subj","path":"$subject","type":"text"},
+			{"column":"amount","path":"/amount","type":"double"}],
+			"table_routes":[{"subject":"a.>","table":"a","mapping":[{"column":"s","path":"$subject","type":"text"}]},
+				{"subject":"b.>","table":"b","idempotency":{"strategy":"payload_field","payload_field":"id"},
+				 "mapping":[{"column":"id","path":"/id","type":"text"}]}]}`,
+			[]string{"mapping[1].path", "mapping[3].path", "table_routes[1].idempotency.payload_field", "table_routes[1].mapping[0].path"}},
+		{"special sources only", `{` + base + `,"layout":"mapped","mapping":[
+			{"column":"subj","path":"$subject","type":"text"},{"column":"seq2","path":"$received_at","type":"timestamp"}]}`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := decode(t, tt.doc).PayloadReads()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("PayloadReads() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

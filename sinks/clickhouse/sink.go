@@ -107,6 +107,11 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	defer cancel()
 	if err := s.startup(sctx); err != nil {
 		transport.CloseIdleConnections()
+		if classify(err) == classDestination {
+			// Authentication, access, a missing table, a certificate
+			// that does not verify: retrying does not help.
+			err = sink.AsDestination(err)
+		}
 		return nil, err
 	}
 	for _, t := range m.tables {

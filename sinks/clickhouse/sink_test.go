@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -93,8 +96,12 @@ type fakeNewer struct {
 }
 
 func newFakeNewer(t *testing.T, columns string) *fakeNewer {
+	return newFake(t, columns, httptest.NewServer)
+}
+
+func newFake(t *testing.T, columns string, start func(http.Handler) *httptest.Server) *fakeNewer {
 	f := &fakeNewer{columns: columns}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv = start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		q := r.URL.Query().Get("query")
 		body := string(b)
@@ -698,5 +705,73 @@ func TestMetrics(t *testing.T) {
 	}
 	if rows, _ := fm.get("clickhouse_rows_total"); rows != 7 {
 		t.Errorf("clickhouse_rows_total = %d after a failed INSERT, want 7", rows)
+	}
+}
+
+// TestTLS talks to an https endpoint: with its CA in tls.ca_file (and a
+// server_name the certificate holds) the sink opens, passes its health
+// check and commits a row with Basic authentication; without the CA, or
+// with a name the certificate does not hold, Open fails as a Destination
+// failure naming the certificate, before anything is written.
+func TestTLS(t *testing.T) {
+	f := newFake(t, `{"name":"order_id","type":"Int64","is_in_partition_key":0}
+{"name":"stream_sequence","type":"UInt64","is_in_partition_key":0}
+`, httptest.NewTLSServer)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mapped := `"layout":"mapped","user":"sink","password":"pw","idempotency":{"strategy":"mapping","columns":["order_id"]},
+		"mapping":[{"column":"order_id","path":"/id","type":"bigint","required":true}]`
+	for _, tt := range []struct {
+		name, tls string
+		wantErr   string // "" = opens
+	}{
+		{"ca file", fmt.Sprintf(`"tls":{"ca_file":%q}`, ca), ""},
+		{"ca file and server name", fmt.Sprintf(`"tls":{"ca_file":%q,"server_name":"example.com"}`, ca), ""},
+		{"unknown authority", `"tls":{}`, "certificate signed by unknown authority"},
+		{"name not in the certificate", fmt.Sprintf(`"tls":{"ca_file":%q,"server_name":"wrong.example"}`, ca), "wrong.example"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := decode(t, sinkJSON(f.srv.URL, "orders", mapped+","+tt.tls))
+			f.mu.Lock()
+			before := len(f.inserts)
+			f.mu.Unlock()
+			s, err := New(context.Background(), c, sink.Deps{})
+			if tt.wantErr != "" {
+				if err == nil {
+					s.Stop(context.Background())
+					t.Fatalf("New succeeded, want an error containing %q", tt.wantErr)
+				}
+				if r := sink.Failed(err); r.Outcome != sink.Destination || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("New error = %v (%v), want a Destination failure containing %q", err, r.Outcome, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer s.Stop(context.Background())
+			if err := s.Healthcheck(context.Background()); err != nil {
+				t.Fatalf("Healthcheck: %v", err)
+			}
+			res := s.WriteBatch(context.Background(), []*sink.Envelope{envelope("orders.new", 1, `{"id":1}`)})
+			if res[0].Outcome != sink.Committed {
+				t.Fatalf("WriteBatch = %v %v", res[0].Outcome, res[0].Err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.inserts) != before+1 {
+				t.Fatalf("%d INSERTs, want 1", len(f.inserts)-before)
+			}
+			req := f.inserts[len(f.inserts)-1]
+			if req.TLS == nil {
+				t.Error("INSERT did not travel over TLS")
+			}
+			if got, want := req.Header.Get("Authorization"), "Basic "+base64.StdEncoding.EncodeToString([]byte("sink:pw")); got != want {
+				t.Errorf("Authorization = %q, want %q", got, want)
+			}
+		})
 	}
 }

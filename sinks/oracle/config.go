@@ -243,3 +243,8 @@ func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 	}
 	return s, nil
 }
+
+// PayloadReads lists the settings that read payload fields (mapped layout);
+// the loader refuses them where payload encryption applies
+// (sink.PayloadReader).
+func (c Config) PayloadReads() []string { return sqlmodel.PayloadReads(c.Shared) }

@@ -81,6 +81,31 @@ func (c *channel) closeReason() *amqp.Error {
 	return c.reason
 }
 
+// closeReasonAfter returns why the channel was closed after a publish
+// failed with err. When err says the channel is already closed (504
+// CHANNEL_ERROR, the client's ErrClosed), the server's reason (404 for a
+// deleted exchange, for instance) is delivered on the close notification a
+// moment later, asynchronously: wait up to a second for it, so that every
+// message of the batch gets the broker's reason and not a generic
+// "channel is not open".
+func (c *channel) closeReasonAfter(err error) *amqp.Error {
+	if r := c.closeReason(); r != nil {
+		return r
+	}
+	var ae *amqp.Error
+	if !errors.Is(err, amqp.ErrClosed) && !(errors.As(err, &ae) && ae.Code == amqp.ChannelError) {
+		return nil
+	}
+	select {
+	case e, ok := <-c.closes:
+		if ok && e != nil {
+			c.reason = e
+		}
+	case <-time.After(time.Second):
+	}
+	return c.reason
+}
+
 // New checks c, reads the password and TLS files, connects, and checks with
 // a passive declare that the exchange exists. Invalid values, unreadable
 // secrets and a missing exchange are configuration errors (exit 2); an
@@ -447,7 +472,7 @@ func (s *Sink) collect(wctx, ctx context.Context, batch []*sink.Envelope, msgs [
 				published++
 				m := msgs[ev.msg]
 				err := classify(ev.err)
-				if r := c.closeReason(); r != nil {
+				if r := c.closeReasonAfter(ev.err); r != nil {
 					err = closeError(r)
 				}
 				results[m.i] = sink.Failed(errorf(batch[m.i], m.routingKey, err))

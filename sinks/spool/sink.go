@@ -376,6 +376,26 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	return nil
 }
 
+// Usage is what a spool holds against its limits.
+type Usage struct {
+	Records, MaxRecords int
+	Bytes, MaxBytes     int64
+}
+
+// Usage counts the spool files in the directory now (a replay in another
+// process deletes them) and returns them with the configured limits.
+func (s *Sink) Usage() (Usage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	records, bytes, err := s.st.dir.Usage()
+	if err != nil {
+		return Usage{}, fmt.Errorf("spool sink: %w: %w", errUsage, err)
+	}
+	s.records, s.bytes = records, bytes
+	s.report()
+	return Usage{Records: records, MaxRecords: s.st.cfg.MaxRecords, Bytes: bytes, MaxBytes: s.st.cfg.MaxBytes}, nil
+}
+
 // Stop closes the directory; later calls do nothing.
 func (s *Sink) Stop(context.Context) error {
 	s.stopOnce.Do(func() { s.stopErr = s.st.dir.Close() })
