@@ -190,7 +190,7 @@ func TestDuckDBReadsParquetSegments(t *testing.T) {
 	glob := filepath.Join(c.Directory, "**", "*.parquet")
 	src := fmt.Sprintf(`read_parquet('%s', union_by_name = true, hive_partitioning = true)`, glob)
 	var records, distinct int
-	if err := db.QueryRow(`SELECT count(*), count(DISTINCT (stream_name, stream_sequence)) FROM ` + src).Scan(&records, &distinct); err != nil {
+	if err := db.QueryRow(`SELECT count(*), count(DISTINCT (stream_name, stream_sequence)) FROM `+src).Scan(&records, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if records != n+500 || distinct != n {
