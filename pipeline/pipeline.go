@@ -232,6 +232,12 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 
 	// Step 8: consumer management, unless the caller brought a consumer.
 	p.spec = consumerSpec(cfg)
+	if h, ok := p.sink.(sink.Holder); ok && h.MaxHeld() > 0 && p.spec.MaxAckPending == nil {
+		// A holding sink keeps up to MaxHeld messages unacknowledged beside
+		// the batches in flight: a consumer the product creates gets room
+		// for both, so that the defaults start (docs/segments.md).
+		p.spec.MaxAckPending = ptr(h.MaxHeld() + cfg.Delivery.MaxInFlightBatches*cfg.Delivery.BatchSize)
+	}
 	consumer := o.Consumer
 	if consumer != nil {
 		p.bound = true

@@ -49,6 +49,10 @@ func (p Payload) Info() jsonx.Object {
 	}
 }
 
+// Format returns the original format: FormatJSON, FormatText or FormatBytes
+// (payload_info.original_format).
+func (p Payload) Format() string { return p.format }
+
 func parsed(v any, data []byte) Payload {
 	return Payload{Value: v, format: FormatJSON, data: data}
 }

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
@@ -37,15 +38,18 @@ type Config struct {
 	Prefix           *string `json:"prefix" blanknull:"true" maxlen:"1024" doc:"Path prefix below the directory: '/'-separated segments (each ^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$, not '.' or '..'), without leading or trailing '/'. Blank or null means none."`
 	Partition        string  `json:"partition" maxlen:"512" doc:"Partition template: '/'-separated levels of literal [A-Za-z0-9_.=-] and the placeholders {stream}, {subject}, {yyyy}, {mm}, {dd}, {hh}; empty means no partition directories."`
 	PartitionTime    string  `json:"partition_time" enum:"received,jetstream" doc:"Time the date placeholders use: received (the envelope's received_at) or jetstream (the JetStream timestamp, received_at when unknown); UTC."`
-	Format           string  `json:"format" enum:"jsonl" doc:"Segment format: jsonl, JSON Lines (one file record per line)."`
-	Compression      *string `json:"compression" enum:"none,gzip,zstd" doc:"Compression of each append (one gzip member or zstd frame per append); null means none."`
-	CompressionLevel *int    `json:"compression_level" min:"1" max:"22" doc:"gzip 1..9, zstd 1..22 (mapped to the encoder's nearest level); null means gzip 6, zstd 3; must be null with none."`
+	Format           string  `json:"format" enum:"jsonl,parquet" doc:"Segment format: jsonl, JSON Lines (one file record per line), acknowledged per append; parquet, acknowledged when its segment is committed (held mode)."`
+	Compression      *string `json:"compression" enum:"none,gzip,zstd,snappy" doc:"jsonl: none, gzip or zstd, one gzip member or zstd frame per append; parquet: zstd, snappy, gzip or none, per page. Null means none (jsonl) or zstd (parquet)."`
+	CompressionLevel *int    `json:"compression_level" min:"1" max:"22" doc:"gzip 1..9, zstd 1..22 (mapped to the encoder's nearest level); null means gzip 6, zstd 3; must be null with none and snappy."`
 	PayloadMode      string  `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record."`
 	IncludeMetadata  bool    `json:"include_metadata" doc:"Add the standard metadata document to each record (key metadata)."`
-	MaxRecords       *int    `json:"max_records" min:"1" max:"10000000" doc:"Most records in one segment; null means 100000."`
+	RowGroupRecords  *int    `json:"row_group_records" min:"1" max:"1000000" doc:"parquet only: rows per row group; null means 10000."`
+	MaxRecords       *int    `json:"max_records" min:"1" max:"10000000" doc:"Most records in one segment; null means 100000 (jsonl on local disk) or 10000 (held mode)."`
 	MaxBytes         int64   `json:"max_bytes" min:"1048576" max:"4294967296" doc:"A segment closes before an append would take it past this size in bytes (after compression); one larger append forms a segment alone."`
 	MaxAgeMS         int     `json:"max_age_ms" min:"1000" max:"86400000" doc:"A segment closes this long after its first append; checked every second."`
 	MaxOpenSegments  int     `json:"max_open_segments" min:"1" max:"4096" doc:"Most segments open at once; opening one more first closes the one with the oldest first append."`
+	MaxHeldMessages  *int    `json:"max_held_messages" min:"1" max:"100000000" doc:"Held mode only: most messages held unacknowledged in open segments; at least delivery.batch_size; null means 2 × max_records."`
+	CommitTimeoutMS  *int    `json:"commit_timeout_ms" min:"1000" max:"3600000" doc:"Held mode only: how long a failing segment commit is retried before its messages are redelivered; null means 120000."`
 }
 
 var _ fields.Validator = (*Config)(nil)
@@ -100,9 +104,24 @@ func (c *Config) rules(p *fields.Problems) {
 	if _, err := parseTemplate(c.Partition); err != nil {
 		p.Add("partition", err.Error())
 	}
+	parquet := c.Format == "parquet"
+	if c.Compression != nil && !parquet && *c.Compression == "snappy" {
+		p.Add("compression", "snappy is only allowed with format parquet")
+	}
+	if c.RowGroupRecords != nil && !parquet {
+		p.Add("row_group_records", "only allowed with format parquet")
+	}
+	if !c.held() {
+		if c.MaxHeldMessages != nil {
+			p.Add("max_held_messages", "only allowed with format parquet")
+		}
+		if c.CommitTimeoutMS != nil {
+			p.Add("commit_timeout_ms", "only allowed with format parquet")
+		}
+	}
 	if c.CompressionLevel != nil {
 		switch comp := c.compression(); comp {
-		case "none":
+		case "none", "snappy":
 			p.Addf("compression_level", "must be null with compression %s", comp)
 		case "gzip":
 			if *c.CompressionLevel > 9 {
@@ -114,10 +133,44 @@ func (c *Config) rules(p *fields.Problems) {
 
 // compression returns the effective compression.
 func (c *Config) compression() string {
-	if c.Compression == nil {
-		return "none"
+	switch {
+	case c.Compression != nil:
+		return *c.Compression
+	case c.Format == "parquet":
+		return "zstd"
 	}
-	return *c.Compression
+	return "none"
+}
+
+// held reports whether messages wait for their segment's commit (parquet)
+// instead of being acknowledged per append.
+func (c *Config) held() bool { return c.Format == "parquet" }
+
+// maxHeld returns the effective max_held_messages (0 outside held mode).
+func (c *Config) maxHeld() int {
+	switch {
+	case !c.held():
+		return 0
+	case c.MaxHeldMessages != nil:
+		return *c.MaxHeldMessages
+	}
+	return 2 * c.maxRecords()
+}
+
+// commitTimeout returns the effective commit_timeout_ms.
+func (c *Config) commitTimeout() time.Duration {
+	if c.CommitTimeoutMS == nil {
+		return 120 * time.Second
+	}
+	return time.Duration(*c.CommitTimeoutMS) * time.Millisecond
+}
+
+// rowGroupRecords returns the effective row_group_records.
+func (c *Config) rowGroupRecords() int {
+	if c.RowGroupRecords == nil {
+		return 10000
+	}
+	return *c.RowGroupRecords
 }
 
 // level returns the effective compression level.
@@ -133,15 +186,21 @@ func (c *Config) level() int {
 
 // maxRecords returns the effective max_records.
 func (c *Config) maxRecords() int {
-	if c.MaxRecords == nil {
-		return 100000
+	switch {
+	case c.MaxRecords != nil:
+		return *c.MaxRecords
+	case c.held():
+		return 10000
 	}
-	return *c.MaxRecords
+	return 100000
 }
 
 // ext returns the final-name extension of the configured format and
 // compression.
 func (c *Config) ext() string {
+	if c.Format == "parquet" {
+		return ".parquet"
+	}
 	switch c.compression() {
 	case "gzip":
 		return ".jsonl.gz"

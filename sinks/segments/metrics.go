@@ -20,6 +20,8 @@ type metrics struct {
 	truncations   sink.Counter
 	recovered     sink.Counter
 	discarded     sink.Counter
+
+	commitFailures sink.Counter
 }
 
 func newMetrics(m sink.Metrics) metrics {
@@ -34,5 +36,6 @@ func newMetrics(m sink.Metrics) metrics {
 	x.truncations, _ = m.Counter("segment_recovered_truncations_total", "Torn segment tails truncated at start-up.")
 	x.recovered, _ = m.Counter("segment_recovered_total", "Open segments finished (renamed) at start-up.")
 	x.discarded, _ = m.Counter("segment_recovered_discarded_total", "Open segments deleted at start-up.")
+	x.commitFailures, _ = m.Counter("segment_commit_failures_total", "Segment holds settled Temporary or Destination.")
 	return x
 }

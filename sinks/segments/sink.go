@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"golang.org/x/sys/unix"
 
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
@@ -53,6 +55,9 @@ type Sink struct {
 	zenc   *zstd.Encoder // EncodeAll is safe for concurrent use
 	gzPool sync.Pool
 
+	codec compress.Codec // held mode: the Parquet page codec
+	hs    heldState
+
 	mu   sync.Mutex
 	open map[string]*segment // by location directory (prefix and partition)
 
@@ -76,6 +81,13 @@ type segment struct {
 	first   uint64
 	last    uint64
 	closed  bool
+
+	// Held mode (parquet) only.
+	out     *fdWriter
+	pw      *parquet.GenericWriter[row]
+	hold    *hold
+	keys    []heldKey // the messages the hold settles, for joining redeliveries
+	inGroup int       // rows buffered in the current row group
 }
 
 func (g *segment) openName(ext string) string { return "." + g.id + ext + ".open" }
@@ -100,10 +112,15 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		rootfd: -1, log: deps.Log(), now: time.Now, m: newMetrics(deps.Meter()),
 		open: map[string]*segment{}, stop: make(chan struct{}),
 	}
+	if c.held() {
+		s.codec = parquetCodec(&c)
+		s.hs.by = map[heldKey]*hold{}
+		s.hs.released = make(chan struct{})
+	}
 	if c.Prefix != nil && *c.Prefix != "" {
 		s.prefix = *c.Prefix + "/"
 	}
-	if s.comp == "zstd" {
+	if s.comp == "zstd" && !c.held() {
 		s.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level())),
 			zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
 		if err != nil {
@@ -204,7 +221,13 @@ type group struct {
 // WriteBatch appends each envelope's record to the open segment of its
 // partition and reports it Committed once an fdatasync covering it
 // succeeded (with fsync false: once the write returned).
+//
+// In held mode (format parquet) the messages are reported Held instead:
+// their hold settles when the segment is committed.
 func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	if s.cfg.held() {
+		return s.writeHeld(ctx, batch)
+	}
 	results := make([]sink.Result, len(batch))
 	var groups []*group
 	index := map[string]*group{}
@@ -247,12 +270,25 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 
 // build encodes e's record and works out its location directory.
 func (s *Sink) build(e *sink.Envelope, storedAt time.Time) (item, string, error) {
-	if e.Stream == "" || e.StreamSequence == 0 {
-		return item{}, "", sink.AsPermanent(errors.New("segments sink requires JetStream stream metadata"))
+	dir, err := s.locate(e)
+	if err != nil {
+		return item{}, "", err
 	}
 	p, err := record.NormalisePayload(e, record.PayloadMode(s.cfg.PayloadMode))
 	if err != nil {
 		return item{}, "", fmt.Errorf("segments sink (stream seq %d): %w", e.StreamSequence, err)
+	}
+	doc := record.FileRecord(e, p, s.cfg.IncludeMetadata, storedAt)
+	line := jsonx.Append(make([]byte, 0, 512+len(e.Data)), doc, jsonx.UTF8)
+	line = append(line, '\n')
+	return item{line: line, seq: e.StreamSequence}, dir, nil
+}
+
+// locate checks e's stream metadata and returns its location directory
+// (prefix and partition); a location over 1024 bytes is Permanent.
+func (s *Sink) locate(e *sink.Envelope) (string, error) {
+	if e.Stream == "" || e.StreamSequence == 0 {
+		return "", sink.AsPermanent(errors.New("segments sink requires JetStream stream metadata"))
 	}
 	at := e.ReceivedAt
 	if s.cfg.PartitionTime == "jetstream" && !e.Timestamp.IsZero() {
@@ -265,12 +301,9 @@ func (s *Sink) build(e *sink.Envelope, storedAt time.Time) (item, string, error)
 		loc++
 	}
 	if loc > maxLocation {
-		return item{}, "", sink.AsPermanent(fmt.Errorf("segments sink (stream seq %d): location is %d bytes, more than %d", e.StreamSequence, loc, maxLocation))
+		return "", sink.AsPermanent(fmt.Errorf("segments sink (stream seq %d): location is %d bytes, more than %d", e.StreamSequence, loc, maxLocation))
 	}
-	doc := record.FileRecord(e, p, s.cfg.IncludeMetadata, storedAt)
-	line := jsonx.Append(make([]byte, 0, 512+len(e.Data)), doc, jsonx.UTF8)
-	line = append(line, '\n')
-	return item{line: line, seq: e.StreamSequence}, dir, nil
+	return dir, nil
 }
 
 // appendGroup appends g's records to its partition's segments, splitting at
@@ -492,6 +525,9 @@ func (s *Sink) create(dir string) (*segment, error) {
 		return nil, fmt.Errorf("lock segment %s: %w", s.rel(dir, name), err)
 	}
 	seg.fd = fd
+	if s.cfg.held() {
+		s.initParquet(seg)
+	}
 	if s.cfg.Fsync {
 		for _, d := range append([]int{dirfd}, toSync...) {
 			if err := unix.Fsync(d); err != nil {
@@ -547,6 +583,10 @@ func (s *Sink) finish(seg *segment, reason string) {
 // syncs its directory. No acknowledgement waits on it: every record in it
 // is durable already. A failed rename leaves the file to start-up recovery.
 func (s *Sink) closeLocked(seg *segment, reason string) {
+	if s.cfg.held() {
+		s.commitLocked(context.Background(), seg, reason)
+		return
+	}
 	if seg.closed {
 		return
 	}
@@ -614,7 +654,13 @@ func (s *Sink) ager() {
 
 // Flush closes every open segment now (reason shutdown). Direct mode has
 // nothing to commit: every record in a segment is durable already.
+//
+// In held mode it commits them, while ctx lasts: the segments it cannot
+// commit by then are given up, and their holds settle Temporary.
 func (s *Sink) Flush(ctx context.Context) error {
+	if s.cfg.held() {
+		return s.flushHeld(ctx)
+	}
 	s.mu.Lock()
 	all := make([]*segment, 0, len(s.open))
 	for _, seg := range s.open {
@@ -660,7 +706,13 @@ func (s *Sink) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
-		_ = s.Flush(context.WithoutCancel(ctx))
+		if s.cfg.held() {
+			// Held segments the runner's Flush did not commit are given
+			// up: their messages were never acknowledged.
+			s.abandonAll()
+		} else {
+			_ = s.Flush(context.WithoutCancel(ctx))
+		}
 		if s.zenc != nil {
 			s.zenc.Close()
 		}

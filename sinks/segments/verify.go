@@ -155,7 +155,7 @@ func Verify(dir string, expects []Expect) (*Report, error) {
 func readFinal(path, name string) ([]Key, string) {
 	m := finalName.FindStringSubmatch(name)
 	if m[4] == "parquet" {
-		return nil, "parquet segments cannot be verified by this version"
+		return readParquet(path, m[1], m[2])
 	}
 	f, err := os.Open(path)
 	if err != nil {
