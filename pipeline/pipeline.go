@@ -1,8 +1,8 @@
 // Package pipeline runs nats-sink from a loaded configuration: it performs
-// the start-up sequence of the spec (runtime §2: secrets and keys, the sink,
+// the start-up sequence of the spec (docs/delivery.md#start-up: secrets and keys, the sink,
 // the NATS connection, the dead-letter stream check, consumer management,
 // the batch-size check), builds the runner from the configuration, and
-// shuts everything down in the documented order (runtime §14).
+// shuts everything down in the documented order (docs/delivery.md#shutdown).
 //
 // It is what `nats-sink run` uses, and the way in for a Go program that wants
 // the whole connector from a configuration file:
@@ -94,7 +94,7 @@ type Pipeline struct {
 // startError marks a start-up failure as a configuration problem found while
 // starting (consumer drift, a missing DLQ stream, a heartbeat that does not
 // fit the consumer): errors.Is(err, sink.ErrConfig), exit 2 in the CLI
-// (runtime §2, §17).
+// (docs/delivery.md#start-up, docs/delivery.md#failures-at-a-glance).
 type startError struct{ err error }
 
 func (e *startError) Error() string        { return e.err.Error() }
@@ -114,7 +114,7 @@ func fromRunner(err error) error {
 	return err
 }
 
-// Start runs start-up steps 4–9 of runtime §2 for cfg. On error everything
+// Start runs start-up steps 4–9 of docs/delivery.md#start-up for cfg. On error everything
 // opened so far is closed again, and the error says which step failed.
 func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err error) {
 	log := o.Logger
@@ -140,7 +140,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	if p.metrics, err = telemetry.NewMetrics(reg, cfg.Metrics.Namespace); err != nil {
 		return nil, err
 	}
-	// Tracing (observability §4): nil when disabled. Exporter problems the
+	// Tracing (docs/tracing.md): nil when disabled. Exporter problems the
 	// loader cannot see (an unusable endpoint) are configuration errors.
 	p.tracer, err = tracing.New(ctx, &cfg.Tracing, tracing.Options{Version: o.Version, Sink: cfg.Sink.Type,
 		Subject: cfg.NATS.Subject, Consumer: cfg.NATS.Consumer, Env: o.Env, Logger: log})
@@ -163,7 +163,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 		}
 	}
 
-	// Steps 5 and 6: the sink, then NATS, as runtime §2 orders them. A sink
+	// Steps 5 and 6: the sink, then NATS, as docs/delivery.md#start-up orders them. A sink
 	// that reuses the source connection (the NATS republish sink with
 	// connection null) asks for it while it opens: connect then connects
 	// early, and step 6 finds the connection made.
@@ -263,7 +263,7 @@ func Start(ctx context.Context, cfg *config.Config, o Options) (_ *Pipeline, err
 	}
 
 	// Heartbeats must fit inside the consumer's AckWait and BackOff
-	// (config §5.2): checked against the server's view of the consumer.
+	// (docs/configuration.md#delivery): checked against the server's view of the consumer.
 	if cfg.Delivery.InProgress.Enabled {
 		if err := runner.CheckInProgress(info, ms(cfg.Delivery.InProgress.IntervalMS)); err != nil {
 			return nil, configFailure(err)
@@ -309,7 +309,7 @@ func (e *ConnClosedError) Error() string {
 // bind_only mode (runner.ErrConsumerNotFound, which is also a
 // sink.ErrConfig), or a connection closed for good (*ConnClosedError). When
 // the consumer disappears and the mode may create it, consumer management
-// runs once more and a new runner takes over (runtime §3.1). Run may be
+// runs once more and a new runner takes over (docs/delivery.md#fetching-and-in-flight-batches). Run may be
 // called once.
 func (p *Pipeline) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -343,7 +343,7 @@ func (p *Pipeline) runUntilDone(ctx context.Context) error {
 	return p.runner.Run(ctx)
 }
 
-// Close finishes the shutdown sequence after Run returned (runtime §14):
+// Close finishes the shutdown sequence after Run returned (docs/delivery.md#shutdown):
 // stops the sink, drains and closes the connection if the pipeline opened it,
 // and exports the spans still buffered. budget bounds the whole sequence;
 // each step gets what is left of it, at least one second.
@@ -361,7 +361,7 @@ func (p *Pipeline) Close(budget time.Duration) {
 // configuration does not export them.
 func (p *Pipeline) Metrics() *telemetry.Metrics { return p.metrics }
 
-// Ready reports the readiness checks of /readyz (observability §2).
+// Ready reports the readiness checks of /readyz (docs/observability.md#health-endpoints).
 func (p *Pipeline) Ready() telemetry.Readiness {
 	st := p.runner.Status()
 	r := telemetry.Readiness{NATS: telemetry.CheckOK, Consumer: telemetry.CheckOK, Sink: telemetry.CheckOK, Draining: st.Draining}

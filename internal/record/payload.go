@@ -9,7 +9,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// PayloadMode selects payload normalisation (data-shapes §4).
+// PayloadMode selects payload normalisation (docs/formats.md#payload-normalisation).
 type PayloadMode string
 
 // Payload modes.
@@ -67,8 +67,8 @@ const (
 // NormalisePayload converts e.Data per mode. Errors are wrapped with
 // sink.AsPermanentType(sink.SerializationError, …) and carry no payload bytes.
 //
-// An omitted payload (headers-only, data-shapes §2.3) is always the empty
-// text envelope, whatever the mode: runtime.md §18 stores "the empty-body
+// An omitted payload (headers-only, docs/headers-only.md) is always the empty
+// text envelope, whatever the mode: docs/headers-only.md stores "the empty-body
 // marker" for it, and json_only must not dead-letter a message only because
 // the server left its body out. An empty mode means json_or_envelope.
 func NormalisePayload(e *sink.Envelope, mode PayloadMode) (Payload, error) {
@@ -183,7 +183,7 @@ func wrapBytes(data []byte) Payload {
 	}
 }
 
-// envelope is the payload envelope of data-shapes §4.
+// envelope is the payload envelope of docs/formats.md#payload-normalisation.
 func envelope(encoding, format, digest string, size int, payload string) jsonx.Object {
 	return jsonx.Object{
 		{Key: "_nats_sinks", Value: jsonx.Object{
