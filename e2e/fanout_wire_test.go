@@ -180,6 +180,27 @@ func TestFanoutAcksOnWire(t *testing.T) {
 	proxy.Resume()
 	p.stop(t)
 
+	// The handler checks every ACK against the targets and can trail the
+	// wire by seconds: wait until it has taken every ACK the client
+	// received (holding mu then waits for the one in progress).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		queued, _, err := sub.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ACKs still queued for the checking handler after 2 minutes", queued)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if dropped, err := sub.Dropped(); err != nil || dropped > 0 {
+		t.Errorf("the ACK subscription dropped %d messages (%v): the wire check is incomplete", dropped, err)
+	}
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, e := range early[:min(len(early), 10)] {
