@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"unicode/utf8"
 
+	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -124,6 +126,23 @@ func Identity(strategy string, e *sink.Envelope) (string, error) {
 		return "payload-sha256:" + e.Subject + ":" + sha256Hex(e.Data), nil
 	}
 	return CoreKey(e)
+}
+
+// StoredForm is s as a stored record reads back: the JSON encoder replaces
+// invalid UTF-8 with U+FFFD, so a subject or message id holding such bytes
+// comes back changed. Sinks that recognise their own record on redelivery
+// (the file and S3 sinks) compare identities in this form; their names
+// already carry a hash of the raw value, so two values that read back alike
+// never share a destination.
+func StoredForm(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	v, err := jsonx.Parse(jsonx.Marshal(s, jsonx.UTF8))
+	if str, ok := v.(string); err == nil && ok {
+		return str
+	}
+	return s
 }
 
 // CoreKeyValue returns the message's own value that CoreKey(e) embeds: the

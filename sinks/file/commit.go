@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -472,22 +470,6 @@ func (s *Sink) syncDir(fd int) error {
 
 // errOtherMessage reports a file at a message's name whose record belongs
 // to another message.
-// storedForm is s as a record reads back: the JSON encoder replaces
-// invalid UTF-8 with U+FFFD, so a subject or message id holding such bytes
-// comes back changed, and the redelivery of its own record must still
-// count as a duplicate. (The name already carries a hash of the raw value,
-// so two values that read back alike never share a file.)
-func storedForm(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	v, err := jsonx.Parse(jsonx.Marshal(s, jsonx.UTF8))
-	if str, ok := v.(string); err == nil && ok {
-		return str
-	}
-	return s
-}
-
 var errOtherMessage = errors.New("file sink destination exists and holds another message's record")
 
 // sameMessage reports whether the record in name (a regular file in dirfd)
@@ -528,10 +510,10 @@ func (s *Sink) sameMessage(dirfd int, e *entry) (bool, error) {
 	if err != nil {
 		return false, nil // unreachable: the name was made from the same material
 	}
-	if id, ok := st.Identity(s.cfg.FilenameStrategy); !ok || id != storedForm(want) {
+	if id, ok := st.Identity(s.cfg.FilenameStrategy); !ok || id != record.StoredForm(want) {
 		return false, nil
 	}
-	if s.cfg.PartitionBySubject && (st.Subject == nil || *st.Subject != storedForm(e.src.Subject)) {
+	if s.cfg.PartitionBySubject && (st.Subject == nil || *st.Subject != record.StoredForm(e.src.Subject)) {
 		return false, nil
 	}
 	return true, nil

@@ -473,7 +473,7 @@ func (s *Sink) checkSame(ctx context.Context, p prepared) error {
 	if !ok {
 		return sink.AsPermanent(errOtherMessage)
 	}
-	if id, ok := st.Identity(s.cfg.KeyStrategy); !ok || id != p.identity {
+	if id, ok := st.Identity(s.cfg.KeyStrategy); !ok || id != record.StoredForm(p.identity) {
 		return sink.AsPermanent(errOtherMessage)
 	}
 	return nil
