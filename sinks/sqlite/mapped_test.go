@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -257,67 +256,5 @@ func TestMappedConversions(t *testing.T) {
 	var empty string
 	if err := db.QueryRow(`select typeof("by") || length("by") from nats_sink_events where stream_sequence = 1000`).Scan(&empty); err != nil || empty != "blob0" {
 		t.Errorf("empty base64 stored as %q (%v), want an empty blob", empty, err)
-	}
-}
-
-// TestMappedChunks writes the same batches through the multi-row
-// statements (chunks of chunkRows rows) and row by row, and compares:
-// every outcome and every stored row is the same. The batches hold
-// distinct keys (multi-row), keys already stored with older and newer
-// versions (the older ones Duplicate), a redelivery (all Duplicate), a
-// value that does not convert (that message alone fails), repeated keys
-// and a delete (row by row in both).
-func TestMappedChunks(t *testing.T) {
-	dir := t.TempDir()
-	chunked := open(t, mappedConfig(t, filepath.Join(dir, "chunked.db"), ""))
-	rowByRow := open(t, mappedConfig(t, filepath.Join(dir, "rows.db"), ""))
-	rowByRow.chunk = 1
-	msg := func(seq uint64, id int, amount string) *sink.Envelope {
-		return menv(seq, fmt.Sprintf(`{"order":{"id":%d,"amount":%s},"placed_at":"2026-05-29T12:00:00Z"}`, id, amount), nil)
-	}
-	var batches [][]*sink.Envelope
-	var b []*sink.Envelope
-	for i := range 150 {
-		b = append(b, msg(uint64(1000+i), i, "1.5"))
-	}
-	batches = append(batches, b)
-	b = nil
-	for i := range 150 {
-		seq := uint64(2000 + i)
-		if i%3 == 0 {
-			seq = uint64(500 + i) // older than what is stored
-		}
-		amount := "2"
-		if i == 77 {
-			amount = `"x"`
-		}
-		b = append(b, msg(seq, i, amount))
-	}
-	batches = append(batches, b, b)
-	batches = append(batches, []*sink.Envelope{msg(3000, 1, "3"), msg(2999, 1, "4"),
-		menv(3001, `{"order":{"id":2}}`, map[string][]string{"Op": {"delete"}}), msg(3002, 3, "5")})
-	for n, batch := range batches {
-		got, want := chunked.WriteBatch(t.Context(), batch), rowByRow.WriteBatch(t.Context(), batch)
-		for i := range batch {
-			if got[i].Outcome != want[i].Outcome || got[i].Shared != want[i].Shared {
-				t.Errorf("batch %d [%d]: chunked %v (%v), row by row %v (%v)", n, i, got[i].Outcome, got[i].Err, want[i].Outcome, want[i].Err)
-			}
-		}
-		if n == 1 {
-			var dups int
-			for _, r := range got {
-				if r.Outcome == sink.Duplicate {
-					dups++
-				}
-			}
-			if dups != 50 || got[77].Outcome != sink.Permanent {
-				t.Errorf("batch 1: %d duplicates, [77] %v; want 50 and permanent", dups, got[77].Outcome)
-			}
-		}
-	}
-	cols := "order_id, stream_sequence, amount, placed_at, tenant"
-	got, want := readOrders(t, filepath.Join(dir, "chunked.db"), cols), readOrders(t, filepath.Join(dir, "rows.db"), cols)
-	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != 149 {
-		t.Errorf("chunked rows (%d) differ from row-by-row rows (%d):\n%v\n%v", len(got), len(want), got[:3], want[:3])
 	}
 }

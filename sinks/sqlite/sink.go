@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,8 +49,6 @@ type Sink struct {
 	chunk  int
 	// mapped holds the mapped layout's prepared statements by text.
 	mapped map[string]*sql.Stmt
-	// mappedChunks holds each mapped table's multi-row statement.
-	mappedChunks map[*sqlmodel.Table]*sql.Stmt
 	// open is true while a transaction may be open on conn (a failed
 	// ROLLBACK leaves it so); the next Begin rolls it back first.
 	open bool
@@ -98,7 +95,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows, mapped: map[string]*sql.Stmt{}, mappedChunks: map[*sqlmodel.Table]*sql.Stmt{}}
+	s := &Sink{cfg: c, model: model, path: abs, db: db, stmts: map[*sqlmodel.Table]insert{}, chunks: map[*sqlmodel.Table]*sql.Stmt{}, chunk: chunkRows, mapped: map[string]*sql.Stmt{}}
 	if s.conn, err = db.Conn(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite database %s: %w", abs, classify(model.Mode, err))
@@ -398,22 +395,11 @@ func (t tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	return affected, nil
 }
 
-// execMapped writes a mapped group. A group without deletes or repeated
-// keys goes in multi-row statements (see execMappedChunks); any other
-// group one statement per row, in delivery order (so repeated keys and
-// deletes apply in order), through statements prepared once per text.
+// execMapped writes a mapped group one statement per row, in delivery
+// order (so repeated keys and deletes apply in order), through statements
+// prepared once per text.
 func (t tx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	rowCtx := context.WithoutCancel(ctx)
-	if n := t.s.mappedChunk(g.Table); n > 1 && len(g.Rows) >= n {
-		if keys, ok := g.Distinct(); ok {
-			return t.execMappedChunks(ctx, g, keys, n)
-		}
-	}
-	return t.execMappedRows(rowCtx, ctx, g)
-}
-
-// execMappedRows writes the rows of g one statement each (see execMapped).
-func (t tx) execMappedRows(rowCtx, ctx context.Context, g sqlmodel.Group) (int64, error) {
 	stmts := sqlmodel.MappedStmts(g)
 	affected := make([]int64, len(stmts))
 	for i, st := range stmts {
@@ -437,127 +423,6 @@ func (t tx) execMappedRows(rowCtx, ctx context.Context, g sqlmodel.Group) (int64
 		}
 	}
 	return sqlmodel.ApplyAffected(g, affected), nil
-}
-
-// mappedChunk is the number of rows of mapped table t's multi-row
-// statement: chunkRows, fewer for a row of many columns (SQLite binds at
-// most 32,766 parameters), 1 in tests that compare with row-by-row
-// execution.
-func (s *Sink) mappedChunk(t *sqlmodel.Table) int {
-	if s.chunk <= 1 {
-		return s.chunk
-	}
-	return max(1, min(s.chunk, 32766/len(t.Mapped.Cols)))
-}
-
-// execMappedChunks writes a group of distinct keys (keys[i] is row i's,
-// see Group.Distinct) in statements of n rows, the tail one row each:
-// per-row execution crossed database/sql and the driver and opened the
-// cursors once per row, which a chunk does once (docs/performance.md#sql-mapped-layout-issue-16).
-// Each row affects at most one table row, so the result is the per-row
-// one. Where a row can be left alone (an older version, or nothing to
-// update), the statement returns the keys it wrote and the other rows are
-// Duplicate, as a per-row statement changing nothing is.
-func (t tx) execMappedChunks(ctx context.Context, g sqlmodel.Group, keys []string, n int) (int64, error) {
-	rowCtx := context.WithoutCancel(ctx)
-	mp := g.Table.Mapped
-	ret := t.s.model.Mode == sqlmodel.InsertIgnore || mp.Version >= 0 || len(mp.Update) == 0 && t.s.model.Mode == sqlmodel.Upsert
-	st, ok := t.s.mappedChunks[g.Table]
-	if !ok {
-		var err error
-		if st, err = t.s.conn.PrepareContext(rowCtx, mappedRowsSQL(mp, n, ret)); err != nil {
-			return 0, err
-		}
-		t.s.mappedChunks[g.Table] = st
-	}
-	rows := g.Rows
-	var affected int64
-	args := make([]any, 0, n*len(mp.Cols))
-	written := map[string]bool{}
-	vals := make([]any, mp.NKey)
-	dest := make([]any, mp.NKey)
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	for len(rows) >= n {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		args = args[:0]
-		for _, r := range rows[:n] {
-			args = append(args, r.M...)
-		}
-		if !ret {
-			res, err := st.ExecContext(rowCtx, args...)
-			if err != nil {
-				return 0, fmt.Errorf("rows %d…%d of the batch: %w", rows[0].Index, rows[n-1].Index, err)
-			}
-			changed, err := res.RowsAffected()
-			if err != nil {
-				return 0, err
-			}
-			affected += changed
-			rows = rows[n:]
-			continue
-		}
-		rs, err := st.QueryContext(rowCtx, args...)
-		if err != nil {
-			return 0, fmt.Errorf("rows %d…%d of the batch: %w", rows[0].Index, rows[n-1].Index, err)
-		}
-		for rs.Next() {
-			if err := rs.Scan(dest...); err != nil {
-				rs.Close()
-				return 0, err
-			}
-			var b strings.Builder
-			for _, v := range vals {
-				k, _ := sqlmodel.KeyText(v)
-				b.WriteString(strconv.Itoa(len(k)) + ":" + k)
-			}
-			written[b.String()] = true
-		}
-		if err := rs.Close(); err != nil {
-			return 0, fmt.Errorf("rows %d…%d of the batch: %w", rows[0].Index, rows[n-1].Index, err)
-		}
-		if err := rs.Err(); err != nil {
-			return 0, fmt.Errorf("rows %d…%d of the batch: %w", rows[0].Index, rows[n-1].Index, err)
-		}
-		rows = rows[n:]
-	}
-	done := len(g.Rows) - len(rows)
-	if ret {
-		for i, r := range g.Rows[:done] {
-			if written[keys[i]] {
-				affected++
-			} else {
-				r.Duplicate = true
-			}
-		}
-	}
-	if len(rows) == 0 {
-		return affected, nil
-	}
-	tail, err := t.execMappedRows(rowCtx, ctx, sqlmodel.Group{Table: g.Table, Rows: rows})
-	return affected + tail, err
-}
-
-// mappedRowsSQL is mapped table's per-row INSERT (Mapped.Insert: "…
-// values (?, …)" and its conflict clause) with n value tuples, returning
-// the key columns when ret is set. SQLite applies the tuples one after
-// another, as the per-row statements would.
-func mappedRowsSQL(mp *sqlmodel.Mapped, n int, ret bool) string {
-	ins := mp.Insert
-	i := strings.Index(ins, " values (") + len(" values ")
-	j := i + strings.IndexByte(ins[i:], ')') + 1
-	q := ins[:i] + strings.TrimSuffix(strings.Repeat(ins[i:j]+", ", n), ", ") + ins[j:]
-	if ret {
-		keys := make([]string, mp.NKey)
-		for k, c := range mp.Cols[:mp.NKey] {
-			keys[k] = sqlmodel.SQLite.Quote(c.Name)
-		}
-		q += " returning " + strings.Join(keys, ", ")
-	}
-	return q
 }
 
 // Commit commits without ctx: once the batch is written, an interrupted
@@ -813,13 +678,7 @@ func (s *Sink) Stop(ctx context.Context) error {
 		for _, st := range s.chunks {
 			st.Close()
 		}
-		for _, st := range s.mapped {
-			st.Close()
-		}
-		for _, st := range s.mappedChunks {
-			st.Close()
-		}
-		s.stmts, s.chunks, s.mapped, s.mappedChunks = nil, nil, nil, nil
+		s.stmts, s.chunks = nil, nil
 		if s.conn != nil {
 			err = s.conn.Close()
 			s.conn = nil
