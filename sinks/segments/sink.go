@@ -57,6 +57,8 @@ type Sink struct {
 
 	codec compress.Codec // held mode: the Parquet page codec
 	hs    heldState
+	s3    *s3target // target s3, else nil
+	cs    commitState
 
 	mu   sync.Mutex
 	open map[string]*segment // by location directory (prefix and partition)
@@ -120,12 +122,28 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if c.Prefix != nil && *c.Prefix != "" {
 		s.prefix = *c.Prefix + "/"
 	}
-	if s.comp == "zstd" && !c.held() {
+	if s.comp == "zstd" && c.Format == "jsonl" {
 		s.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level())),
 			zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			return nil, fmt.Errorf("segments sink: zstd encoder: %w", err)
 		}
+	}
+	s.cs.init()
+	if c.Target == "s3" {
+		if s.s3, err = newS3Target(ctx, &c, deps); err != nil {
+			return nil, err
+		}
+		if err := s.openStaging(); err != nil {
+			return nil, err
+		}
+		if err := s.recoverStaging(ctx); err != nil {
+			unix.Close(s.rootfd)
+			return nil, err
+		}
+		s.abortStale(ctx)
+		s.wg.Go(s.ager)
+		return s, nil
 	}
 	abs, err := filepath.Abs(c.Directory)
 	if err != nil {
@@ -499,6 +517,9 @@ func (g *segment) age() time.Duration {
 // resolved beneath the root), the flocked .open file, and, with fsync, the
 // durable directory entries.
 func (s *Sink) create(dir string) (*segment, error) {
+	if s.s3 != nil {
+		return s.createStaged(dir)
+	}
 	dirfd, toSync, err := s.makeDirs(dir)
 	defer func() {
 		for _, fd := range toSync {
@@ -526,7 +547,7 @@ func (s *Sink) create(dir string) (*segment, error) {
 	}
 	seg.fd = fd
 	if s.cfg.held() {
-		s.initParquet(seg)
+		s.initHeld(seg)
 	}
 	if s.cfg.Fsync {
 		for _, d := range append([]int{dirfd}, toSync...) {
@@ -584,7 +605,7 @@ func (s *Sink) finish(seg *segment, reason string) {
 // is durable already. A failed rename leaves the file to start-up recovery.
 func (s *Sink) closeLocked(seg *segment, reason string) {
 	if s.cfg.held() {
-		s.commitLocked(context.Background(), seg, reason)
+		s.commitLocked(seg, reason)
 		return
 	}
 	if seg.closed {
@@ -680,6 +701,11 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.s3 != nil {
+		if err := s.headBucket(ctx); err != nil {
+			return err
+		}
+	}
 	name := ".nats-sinks-healthcheck." + randomID() + ".tmp"
 	fd, err := unix.Openat(s.rootfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 	if err != nil {
@@ -710,6 +736,7 @@ func (s *Sink) Stop(ctx context.Context) error {
 			// Held segments the runner's Flush did not commit are given
 			// up: their messages were never acknowledged.
 			s.abandonAll()
+			s.cs.stop()
 		} else {
 			_ = s.Flush(context.WithoutCancel(ctx))
 		}
