@@ -26,6 +26,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/s3conn"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // Config is the segments sink's configuration. Default returns it with every
@@ -51,21 +52,23 @@ type Config struct {
 	StagingDirectory         *string `json:"staging_directory" blanknull:"true" doc:"s3 only: where open segments are built before their upload; created at start (mode 0700); null means nats-sink-segments in the OS temporary directory."`
 	MultipartPartBytes       int     `json:"multipart_part_bytes" min:"5242880" max:"536870912" doc:"s3 only: a larger segment is uploaded in parts of this many bytes, at most 4 at once."`
 
-	Prefix           *string `json:"prefix" blanknull:"true" maxlen:"1024" doc:"Path prefix below the directory: '/'-separated segments (each ^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$, not '.' or '..'), without leading or trailing '/'. Blank or null means none."`
-	Partition        string  `json:"partition" maxlen:"512" doc:"Partition template: '/'-separated levels of literal [A-Za-z0-9_.=-] and the placeholders {stream}, {subject}, {yyyy}, {mm}, {dd}, {hh}; empty means no partition directories."`
-	PartitionTime    string  `json:"partition_time" enum:"received,jetstream" doc:"Time the date placeholders use: received (the envelope's received_at) or jetstream (the JetStream timestamp, received_at when unknown); UTC."`
-	Format           string  `json:"format" enum:"jsonl,parquet" doc:"Segment format: jsonl, JSON Lines (one file record per line), acknowledged per append; parquet, acknowledged when its segment is committed (held mode)."`
-	Compression      *string `json:"compression" enum:"none,gzip,zstd,snappy" doc:"jsonl: none, gzip or zstd, one gzip member or zstd frame per append; parquet: zstd, snappy, gzip or none, per page. Null means none (jsonl) or zstd (parquet)."`
-	CompressionLevel *int    `json:"compression_level" min:"1" max:"22" doc:"gzip 1..9, zstd 1..22 (mapped to the encoder's nearest level); null means gzip 6, zstd 3; must be null with none and snappy."`
-	PayloadMode      string  `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record."`
-	IncludeMetadata  bool    `json:"include_metadata" doc:"Add the standard metadata document to each record (key metadata)."`
-	RowGroupRecords  *int    `json:"row_group_records" min:"1" max:"1000000" doc:"parquet only: rows per row group; null means 10000."`
-	MaxRecords       *int    `json:"max_records" min:"1" max:"10000000" doc:"Most records in one segment; null means 100000 (jsonl on local disk) or 10000 (held mode)."`
-	MaxBytes         int64   `json:"max_bytes" min:"1048576" max:"4294967296" doc:"A segment closes before an append would take it past this size in bytes (after compression); one larger append forms a segment alone."`
-	MaxAgeMS         int     `json:"max_age_ms" min:"1000" max:"86400000" doc:"A segment closes this long after its first append; checked every second."`
-	MaxOpenSegments  int     `json:"max_open_segments" min:"1" max:"4096" doc:"Most segments open at once; opening one more first closes the one with the oldest first append."`
-	MaxHeldMessages  *int    `json:"max_held_messages" min:"1" max:"100000000" doc:"Held mode only: most messages held unacknowledged in open segments; at least delivery.batch_size; null means 2 × max_records."`
-	CommitTimeoutMS  *int    `json:"commit_timeout_ms" min:"1000" max:"3600000" doc:"Held mode only: how long a failing segment commit is retried before its messages are redelivered; null means 120000."`
+	Prefix           *string                 `json:"prefix" blanknull:"true" maxlen:"1024" doc:"Path prefix below the directory: '/'-separated segments (each ^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$, not '.' or '..'), without leading or trailing '/'. Blank or null means none."`
+	Partition        string                  `json:"partition" maxlen:"512" doc:"Partition template: '/'-separated levels of literal [A-Za-z0-9_.=-] and the placeholders {stream}, {subject}, {yyyy}, {mm}, {dd}, {hh}; empty means no partition directories."`
+	PartitionTime    string                  `json:"partition_time" enum:"received,jetstream" doc:"Time the date placeholders use: received (the envelope's received_at) or jetstream (the JetStream timestamp, received_at when unknown); UTC."`
+	Format           string                  `json:"format" enum:"jsonl,parquet" doc:"Segment format: jsonl, JSON Lines (one file record per line), acknowledged per append; parquet, acknowledged when its segment is committed (held mode)."`
+	Compression      *string                 `json:"compression" enum:"none,gzip,zstd,snappy" doc:"jsonl: none, gzip or zstd, one gzip member or zstd frame per append; parquet: zstd, snappy, gzip or none, per page. Null means none (jsonl) or zstd (parquet)."`
+	CompressionLevel *int                    `json:"compression_level" min:"1" max:"22" doc:"gzip 1..9, zstd 1..22 (mapped to the encoder's nearest level); null means gzip 6, zstd 3; must be null with none and snappy."`
+	PayloadMode      string                  `json:"payload_mode" enum:"json_or_envelope,json_only,text_envelope,bytes_envelope" doc:"How the payload is normalised into the record."`
+	IncludeMetadata  bool                    `json:"include_metadata" doc:"Add the standard metadata document to each record (key metadata)."`
+	Mapping          []sqlconfig.MappingItem `json:"mapping" maxitems:"256" doc:"parquet only: mapped payload columns after the fixed columns, in this order; types text, bigint, double, boolean, timestamp (docs/segments.md#mapped-columns)."`
+	LenientStrings   bool                    `json:"lenient_strings" doc:"parquet only: numeric, boolean and epoch inputs of mapped columns may also be JSON strings."`
+	RowGroupRecords  *int                    `json:"row_group_records" min:"1" max:"1000000" doc:"parquet only: rows per row group; null means 10000."`
+	MaxRecords       *int                    `json:"max_records" min:"1" max:"10000000" doc:"Most records in one segment; null means 100000 (jsonl on local disk) or 10000 (held mode)."`
+	MaxBytes         int64                   `json:"max_bytes" min:"1048576" max:"4294967296" doc:"A segment closes before an append would take it past this size in bytes (after compression); one larger append forms a segment alone."`
+	MaxAgeMS         int                     `json:"max_age_ms" min:"1000" max:"86400000" doc:"A segment closes this long after its first append; checked every second."`
+	MaxOpenSegments  int                     `json:"max_open_segments" min:"1" max:"4096" doc:"Most segments open at once; opening one more first closes the one with the oldest first append."`
+	MaxHeldMessages  *int                    `json:"max_held_messages" min:"1" max:"100000000" doc:"Held mode only: most messages held unacknowledged in open segments; at least delivery.batch_size; null means 2 × max_records."`
+	CommitTimeoutMS  *int                    `json:"commit_timeout_ms" min:"1000" max:"3600000" doc:"Held mode only: how long a failing segment commit is retried before its messages are redelivered; null means 120000."`
 
 	// Set when the key was present in the decoded document: a key of the
 	// other target is an error even when it holds its default.
@@ -96,6 +99,7 @@ func Default() Config {
 		MaxBytes:        128 << 20,
 		MaxAgeMS:        60000,
 		MaxOpenSegments: 64,
+		Mapping:         []sqlconfig.MappingItem{},
 
 		CredentialMode:        "default_chain",
 		ServerSideEncryption:  "none",
@@ -109,7 +113,8 @@ func Default() Config {
 // the sink object ("directory: required").
 func Decode(raw json.RawMessage) (sink.Opener, error) {
 	c := Default()
-	if err := fields.DecodeSink(raw, &c); err != nil {
+	// Exact numbers: a mapping default keeps the value written.
+	if err := fields.DecodeSinkExact(raw, &c); err != nil {
 		return nil, err
 	}
 	dir, err := expandHome(c.Directory)
@@ -140,6 +145,15 @@ func (c *Config) rules(p *fields.Problems) {
 	}
 	if c.RowGroupRecords != nil && !parquet {
 		p.Add("row_group_records", "only allowed with format parquet")
+	}
+	if len(c.Mapping) > 0 && !parquet {
+		p.Add("mapping", "only allowed with format parquet")
+	}
+	if c.LenientStrings && !parquet {
+		p.Add("lenient_strings", "only allowed with format parquet")
+	}
+	if parquet {
+		compileMapping(c, p)
 	}
 	if !c.held() {
 		if c.MaxHeldMessages != nil {

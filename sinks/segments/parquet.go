@@ -161,11 +161,26 @@ func (s *Sink) initHeld(seg *segment) {
 // initParquet starts the Parquet writer of a new held-mode segment.
 func (s *Sink) initParquet(seg *segment) {
 	seg.out = &fdWriter{fd: seg.fd}
-	seg.pw = parquet.NewGenericWriter[row](seg.out,
+	opts := []parquet.WriterOption{
 		parquet.Compression(s.codec),
 		parquet.MaxRowsPerRowGroup(int64(s.cfg.rowGroupRecords())),
-		createdBy("nats-sink version "+productVersion()),
-	)
+		createdBy("nats-sink version " + productVersion()),
+	}
+	if s.ms != nil {
+		seg.mw = parquet.NewWriter(seg.out, append(opts, s.ms.schema)...)
+		seg.pw = seg.mw
+		return
+	}
+	seg.gw = parquet.NewGenericWriter[row](seg.out, opts...)
+	seg.pw = seg.gw
+}
+
+// pqWriter is what a segment needs of its Parquet writer.
+type pqWriter interface {
+	Flush() error
+	Close() error
+	SetKeyValueMetadata(key, value string)
+	Size() int64
 }
 
 // MaxHeld returns max_held_messages in held mode (format parquet, target
@@ -176,6 +191,7 @@ func (s *Sink) MaxHeld() int { return s.cfg.maxHeld() }
 type hitem struct {
 	i    int
 	row  row    // parquet
+	vals []any  // parquet: mapped column values
 	line []byte // jsonl
 	key  heldKey
 }
@@ -194,6 +210,7 @@ func (s *Sink) writeHeld(ctx context.Context, batch []*sink.Envelope) []sink.Res
 	for i, e := range batch {
 		var (
 			r    row
+			vals []any
 			line []byte
 			dir  string
 			err  error
@@ -201,6 +218,9 @@ func (s *Sink) writeHeld(ctx context.Context, batch []*sink.Envelope) []sink.Res
 		if s.cfg.Format == "parquet" {
 			if dir, err = s.locate(e); err == nil {
 				r, err = s.buildRow(e, storedAt)
+			}
+			if err == nil && s.ms != nil {
+				vals, err = s.ms.values(e, record.PayloadMode(s.cfg.PayloadMode))
 			}
 		} else {
 			var it item
@@ -227,7 +247,7 @@ func (s *Sink) writeHeld(ctx context.Context, batch []*sink.Envelope) []sink.Res
 			index[dir] = g
 			groups = append(groups, g)
 		}
-		g.items = append(g.items, hitem{i: i, row: r, line: line, key: key})
+		g.items = append(g.items, hitem{i: i, row: r, vals: vals, line: line, key: key})
 		n++
 	}
 	if n == 0 {
@@ -345,7 +365,7 @@ func (s *Sink) appendHeld(dir string, items []hitem, results []sink.Result) (int
 				seg.mu.Unlock()
 				continue
 			}
-			err2 = s.writeRows(seg, rows)
+			err2 = s.writeRows(seg, rows, chunk)
 		} else {
 			lines := make([]item, len(chunk))
 			for k, it := range chunk {
@@ -400,14 +420,20 @@ func (s *Sink) appendHeld(dir string, items []hitem, results []sink.Result) (int
 // writeRows writes rows into seg, flushing a row group to the file each
 // time row_group_records rows have accumulated, so that a segment's rows
 // are buffered in memory for at most one row group.
-func (s *Sink) writeRows(seg *segment, rows []row) error {
+func (s *Sink) writeRows(seg *segment, rows []row, items []hitem) error {
 	per := s.cfg.rowGroupRecords()
 	for len(rows) > 0 {
 		k := min(per-seg.inGroup, len(rows))
-		if _, err := seg.pw.Write(rows[:k]); err != nil {
+		if seg.mw != nil {
+			for j := range k {
+				if err := seg.mw.Write(s.ms.value(&rows[j], items[j].vals)); err != nil {
+					return err
+				}
+			}
+		} else if _, err := seg.gw.Write(rows[:k]); err != nil {
 			return err
 		}
-		rows = rows[k:]
+		rows, items = rows[k:], items[k:]
 		if seg.inGroup += k; seg.inGroup >= per {
 			if err := seg.pw.Flush(); err != nil {
 				return err
@@ -476,7 +502,11 @@ func (s *Sink) commit(seg *segment, reason string) {
 		seg.pw.SetKeyValueMetadata("nats_sinks.records", strconv.Itoa(seg.records))
 		seg.pw.SetKeyValueMetadata("nats_sinks.first_stream_sequence", strconv.FormatUint(seg.first, 10))
 		seg.pw.SetKeyValueMetadata("nats_sinks.last_stream_sequence", strconv.FormatUint(seg.last, 10))
-		seg.pw.SetKeyValueMetadata("nats_sinks.mapping", "[]")
+		mj := "[]"
+		if s.ms != nil {
+			mj = s.ms.json
+		}
+		seg.pw.SetKeyValueMetadata("nats_sinks.mapping", mj)
 		if err = seg.pw.Close(); err != nil {
 			err = fmt.Errorf("write footer of segment %s: %w", s.rel(seg.dir, name), classify(err))
 		}

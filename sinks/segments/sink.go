@@ -19,6 +19,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"golang.org/x/sys/unix"
 
+	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -56,6 +57,7 @@ type Sink struct {
 	gzPool sync.Pool
 
 	codec compress.Codec // held mode: the Parquet page codec
+	ms    *mappedSchema  // parquet with mapped columns, else nil
 	hs    heldState
 	s3    *s3target // target s3, else nil
 	cs    commitState
@@ -86,7 +88,9 @@ type segment struct {
 
 	// Held mode (parquet) only.
 	out     *fdWriter
-	pw      *parquet.GenericWriter[row]
+	pw      pqWriter                    // gw or mw
+	gw      *parquet.GenericWriter[row] // fixed columns only
+	mw      *parquet.Writer             // with mapped columns
 	hold    *hold
 	keys    []heldKey // the messages the hold settles, for joining redeliveries
 	inGroup int       // rows buffered in the current row group
@@ -113,6 +117,10 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		cfg: c, tmpl: tmpl, ext: c.ext(), comp: c.compression(), maxRecords: c.maxRecords(),
 		rootfd: -1, log: deps.Log(), now: time.Now, m: newMetrics(deps.Meter()),
 		open: map[string]*segment{}, stop: make(chan struct{}),
+	}
+	if c.Format == "parquet" && len(c.Mapping) > 0 {
+		var p fields.Problems
+		s.ms = newMappedSchema(&c, compileMapping(&c, &p)) // validated
 	}
 	if c.held() {
 		s.codec = parquetCodec(&c)
