@@ -58,7 +58,7 @@ func checkSettled(t *testing.T, holds []sink.Hold, want sink.Outcome) {
 			t.Fatalf("hold %d not settled, want %v", i, want)
 		}
 		if h.Outcome() != want {
-			t.Errorf("hold %d outcome = %v (%v), want %v", i, h.Outcome(), h.Err(), want)
+			t.Fatalf("hold %d outcome = %v (%v), want %v", i, h.Outcome(), h.Err(), want)
 		}
 	}
 }

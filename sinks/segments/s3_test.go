@@ -371,6 +371,7 @@ func TestS3Multipart(t *testing.T) {
 	st := newFakeS3(t)
 	c := st.config(t, "jsonl")
 	c.MultipartPartBytes = 5 << 20
+	c.RequestTimeoutSeconds = 60 // 5 MiB parts on a loaded machine
 	s := newS3Sink(t, c)
 	pad := strings.Repeat("p", 4000)
 	var batch []*sink.Envelope
