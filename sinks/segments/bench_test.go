@@ -54,3 +54,24 @@ func BenchmarkWriteBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuild measures building one JSON Lines record (the file record,
+// encoded), the largest cost of a local append.
+func BenchmarkBuild(b *testing.B) {
+	c := Default()
+	c.Directory = filepath.Join(b.TempDir(), "lake")
+	s, err := New(b.Context(), c, sink.Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop(b.Context())
+	e := env("S", 1)
+	e.Data = fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, 1, strings.Repeat("x", 230))
+	now := s.now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := s.build(e, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
