@@ -2,6 +2,7 @@ package segments
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -50,7 +51,16 @@ func BenchmarkWriteBatch(b *testing.B) {
 				})
 			}
 			wg.Wait()
+			b.StopTimer()
 			b.ReportMetric(float64(per*4*500)/b.Elapsed().Seconds(), "msgs/s")
+			var total int64
+			filepath.Walk(c.Directory, func(p string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					total += fi.Size()
+				}
+				return nil
+			})
+			b.ReportMetric(float64(total)/float64(per*4*500), "B/record")
 		})
 	}
 }
