@@ -498,3 +498,39 @@ func TestS3ConfigProblems(t *testing.T) {
 		t.Errorf("held-mode keys with target s3: %q, want none", got)
 	}
 }
+
+// TestS3FlushDeadlineCancelsUpload stalls every PUT: Flush returns at its
+// deadline, the running upload is cancelled, its holds settle Temporary
+// (the runner NAKs them) and staging is empty.
+func TestS3FlushDeadlineCancelsUpload(t *testing.T) {
+	st := newFakeS3(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the server's Close
+	st.setFront(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPut {
+			return false
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+		s3Answer(w, http.StatusServiceUnavailable, "SlowDown")
+		return true
+	})
+	c := st.config(t, "parquet")
+	c.RequestTimeoutSeconds = 60
+	s := newS3Sink(t, c)
+	holds := writeHeldBatch(t, s, envs("S", 1, 10))
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if err := s.Flush(ctx); err == nil {
+		t.Error("Flush with a stalled store = nil, want the deadline's error")
+	}
+	checkSettled(t, holds, sink.Temporary)
+	if got := stagingFiles(t, c); len(got) != 0 {
+		t.Errorf("staging = %v, want empty", got)
+	}
+	if got := st.keys(t); len(got) != 0 {
+		t.Errorf("objects = %v, want none", got)
+	}
+}
