@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/nats-sinks/nats-sink/internal/urlcheck"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -66,40 +66,16 @@ func CheckBucket(b string) string {
 
 // CheckEndpoint returns the problem with endpoint_url, or "".
 func CheckEndpoint(raw string, allowHTTP bool) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "is not a valid URL"
+	r := urlcheck.Rules{
+		SchemeProblem:       "must use https",
+		UserInfoProblem:     "must not contain credentials; use credential_mode",
+		NoPath:              "must not contain a path (path-style addressing adds the bucket)",
+		HTTPLoopbackProblem: "http is allowed only for localhost, 127.0.0.1 or ::1",
 	}
-	host := strings.ToLower(u.Hostname())
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return fmt.Sprintf("must use https (got scheme %q)", u.Scheme)
-	case u.Opaque != "" || host == "":
-		return "must name a host"
-	case u.User != nil:
-		// The value is not echoed: user-info is where credentials hide.
-		return "must not contain credentials; use credential_mode"
-	case u.Path != "" && u.Path != "/":
-		return "must not contain a path (path-style addressing adds the bucket)"
-	case u.RawQuery != "" || u.ForceQuery:
-		return "must not contain a query"
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return "must not contain a fragment"
-	case u.Scheme == "http" && !allowHTTP:
-		return "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
-	case u.Scheme == "http" && !isLocalHost(host):
-		return fmt.Sprintf("http is allowed only for localhost, 127.0.0.1 or ::1 (got host %q)", host)
+	if !allowHTTP {
+		r.HTTPRefused = "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
 	}
-	if p := u.Port(); p != "" {
-		if _, err := net.LookupPort("tcp", p); err != nil {
-			return fmt.Sprintf("invalid port %q", p)
-		}
-	}
-	return ""
-}
-
-func isLocalHost(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+	return r.Check(raw)
 }
 
 // CredentialProblems checks credential_mode and the keys that belong to
