@@ -14,6 +14,10 @@ import (
 // goroutines would cost more than an HMAC check saves.
 const authMinPerWorker = 8
 
+// gomaxprocs is runtime.GOMAXPROCS(0); benchmarks replace it with 1 to
+// measure the sequential check in the same run as the parallel one.
+var gomaxprocs = func() int { return runtime.GOMAXPROCS(0) }
+
 // authWorkers is the number of goroutines that check a batch of n
 // messages with procs = GOMAXPROCS: at most procs, at least
 // authMinPerWorker messages each, and 1 (the calling goroutine alone) for
@@ -46,7 +50,7 @@ func checkAll(envs []*sink.Envelope, hook func(*sink.Envelope) (error, error)) [
 		}()
 		out[i].reject, out[i].err = hook(envs[i])
 	}
-	workers := authWorkers(len(envs), runtime.GOMAXPROCS(0))
+	workers := authWorkers(len(envs), gomaxprocs())
 	if workers == 1 {
 		for i := range envs {
 			check(i)
