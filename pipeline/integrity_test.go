@@ -1,0 +1,316 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nats-sinks/nats-sink/config"
+	"github.com/nats-sinks/nats-sink/internal/natstest"
+	"github.com/nats-sinks/nats-sink/pipeline"
+	"github.com/nats-sinks/nats-sink/sinks/builtin"
+)
+
+// signedDoc is the signed document of docs/integrity.md#what-producers-sign
+// built by an independent producer: encoding/json (sorted map keys, no
+// HTML escaping, trailing newline removed), not the sink's encoder.
+func signedDoc(alg, keyID string, body []byte, meta map[string]any) []byte {
+	sum := sha256.Sum256(body)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]any{"schema": "nats_sinks.message_authenticity.v1", "version": 1, "algorithm": alg,
+		"key_id": keyID, "payload_sha256": hex.EncodeToString(sum[:]), "metadata": meta})
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+func hmacSig(key []byte, doc []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(doc)
+	return m.Sum(nil)
+}
+
+// integrityRun is one pipeline started from a configuration document with
+// a file sink under dir and the DLQ subject dlq.
+type integrityRun struct {
+	t   *testing.T
+	js  jetstream.JetStream
+	url string
+	dir string
+}
+
+func newIntegrityRun(t *testing.T) *integrityRun {
+	s := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, s)
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "INTEG", Subjects: []string{"orders.>", "sensor.>", "x.>"}})
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "INTEG_DLQ", Subjects: []string{"dlq"}})
+	return &integrityRun{t: t, js: js, url: s.ClientURL(), dir: t.TempDir()}
+}
+
+// run starts a pipeline with the sections extra (and a DLQ when dlq),
+// calls during (when set) once it runs, waits until until accepts the
+// consumer's state, and closes it.
+func (r *integrityRun) run(extra string, dlq bool, env func(string) (string, bool), during func(), until func(*jetstream.ConsumerInfo) error) {
+	t := r.t
+	t.Helper()
+	dl := ""
+	if dlq {
+		dl = `"dead_letter": {"enabled": true, "subject": "dlq"},`
+	}
+	doc := fmt.Sprintf(`{
+  "nats": {"url": %q, "stream": "INTEG", "consumer": "integ", "subject": "*.>"},
+  "consumer_management": {"ack_wait_seconds": 30},
+  "delivery": {"batch_size": 100, "batch_timeout_ms": 100},
+  "logging": {"level": "ERROR"}, %s %s,
+  "sink": {"type": "file", "directory": %q}
+}`, r.url, dl, extra, r.dir)
+	cfg, err := config.Parse([]byte(doc), "integrity.json", builtin.Registry(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := pipeline.Start(ctx, cfg, pipeline.Options{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	if during != nil {
+		during()
+	}
+	natstest.WaitFor(t, 30*time.Second, func() error {
+		c, err := r.js.Consumer(ctx, "INTEG", "integ")
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		return until(info)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	p.Close(5 * time.Second)
+}
+
+// acked waits for the ack floor n with nothing pending.
+func acked(n uint64) func(*jetstream.ConsumerInfo) error {
+	return func(info *jetstream.ConsumerInfo) error {
+		if info.AckFloor.Stream != n || info.NumAckPending != 0 {
+			return fmt.Errorf("ack floor %d, pending %d; want %d, 0", info.AckFloor.Stream, info.NumAckPending, n)
+		}
+		return nil
+	}
+}
+
+// stored reports whether the file sink stored stream sequence seq of subj.
+func (r *integrityRun) stored(subj string, seq uint64) bool {
+	_, err := os.Stat(filepath.Join(r.dir, subj, fmt.Sprintf("INTEG-%020d.json", seq)))
+	return err == nil
+}
+
+// deadLetters returns the DLQ records by the stream sequence they carry:
+// error_type and error text.
+func (r *integrityRun) deadLetters() map[uint64][2]string {
+	t := r.t
+	t.Helper()
+	ctx := context.Background()
+	st, err := r.js.Stream(ctx, "INTEG_DLQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64][2]string{}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Seq       uint64 `json:"stream_sequence"`
+			ErrorType string `json:"error_type"`
+			Error     string `json:"error"`
+		}
+		if err := json.Unmarshal(m.Data, &body); err != nil {
+			t.Fatal(err)
+		}
+		out[body.Seq] = [2]string{body.ErrorType, body.Error}
+	}
+	return out
+}
+
+// TestIntegrityConformance runs configurations through the whole pipeline
+// (file sink, DLQ) with messages signed by an independent producer, and
+// checks each verdict from the outside: what was stored, what was
+// dead-lettered with which error type and text, what was acknowledged.
+// It covers the reasons of docs/integrity.md#rejections that the runner
+// tests do not reach through a configuration (algorithm mismatch, missing
+// key id, uncovered subject), a tampered signed priority and an accepted
+// tampered unsigned header, an HMAC signature differing in its last byte,
+// Ed25519 signatures of 63 and 65 bytes, the disabled-rule exemption, and
+// key rotation with additional_keys: both ids pass during the overlap, the
+// old one fails as key_id_mismatch after its removal, and a changed key in
+// the environment takes effect only at the next start.
+func TestIntegrityConformance(t *testing.T) {
+	r := newIntegrityRun(t)
+	k1, k2, k3 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32), bytes.Repeat([]byte{3}, 32)
+	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	pub := base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
+	b64 := base64.StdEncoding.EncodeToString
+
+	var mu sync.Mutex
+	envVars := map[string]string{"K2": b64(k2)}
+	env := func(name string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		v, ok := envVars[name]
+		return v, ok
+	}
+	rules := func(additional string) string {
+		return fmt.Sprintf(`"message_authenticity": {"enabled": true, "rules": [
+    {"subject": "orders.public.>", "enabled": false},
+    {"subject": "orders.>", "key_id": "k2", "key_b64_env": "K2", "signed_fields": ["subject", "message_id", "priority"], "additional_keys": [%s]},
+    {"subject": "sensor.>", "algorithm": "ed25519", "key_id": "ed-1", "key_b64": %q}]}`, additional, pub)
+	}
+	overlap := rules(fmt.Sprintf(`{"key_id": "k1", "key_b64": %q}`, b64(k1)))
+
+	type msg struct {
+		subject, id, body string
+		header            nats.Header
+		reason            string // "" = stored
+	}
+	orders := func(key []byte, keyID, subj, id, body, priority string) nats.Header {
+		meta := map[string]any{"subject": subj, "message_id": id, "priority": nil}
+		if priority != "" {
+			meta["priority"] = priority
+		}
+		h := nats.Header{"Nats-Msg-Id": {id}, "Nats-Sinks-Authenticity-Algorithm": {"hmac-sha256"},
+			"Nats-Sinks-Authenticity-Key-Id": {keyID},
+			"Nats-Sinks-Authenticity-Signature": {b64(hmacSig(key, signedDoc("hmac-sha256", keyID, []byte(body), meta)))}}
+		if priority != "" {
+			h.Set("Nats-Sinks-Priority", priority)
+		}
+		return h
+	}
+	sensor := func(id, body string, sigLen int) nats.Header {
+		sig := ed25519.Sign(priv, signedDoc("ed25519", "ed-1", []byte(body), map[string]any{"subject": "sensor.t1", "message_id": id}))
+		switch {
+		case sigLen < len(sig):
+			sig = sig[:sigLen]
+		case sigLen > len(sig):
+			sig = append(sig, 0)
+		}
+		return nats.Header{"Nats-Msg-Id": {id}, "Nats-Sinks-Authenticity-Algorithm": {"ED25519"},
+			"Nats-Sinks-Authenticity-Key-Id": {"ed-1"}, "Nats-Sinks-Authenticity-Signature": {b64(sig)}}
+	}
+	with := func(h nats.Header, kv ...string) nats.Header {
+		c := nats.Header{}
+		for k, v := range h {
+			c[k] = append([]string(nil), v...)
+		}
+		h = c
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				h.Del(kv[i])
+			} else {
+				h.Set(kv[i], kv[i+1])
+			}
+		}
+		return h
+	}
+	lastByte := func(h nats.Header) nats.Header {
+		sig, _ := base64.StdEncoding.DecodeString(h.Get("Nats-Sinks-Authenticity-Signature"))
+		sig[len(sig)-1] ^= 1
+		return with(h, "Nats-Sinks-Authenticity-Signature", b64(sig))
+	}
+	const policy = "PolicyViolationError"
+	msgs := []msg{
+		{"orders.created", "P-1", `{"n":1}`, orders(k2, "k2", "orders.created", "P-1", `{"n":1}`, "high"), ""},
+		{"orders.created", "P-2", `{"n":2}`, orders(k1, "k1", "orders.created", "P-2", `{"n":2}`, ""), ""}, // overlap key
+		{"orders.created", "P-3", `{"n":3}`, with(orders(k2, "k2", "orders.created", "P-3", `{"n":3}`, ""), "Nats-Sinks-Authenticity-Algorithm", "ed25519"), "algorithm_mismatch"},
+		{"orders.created", "P-4", `{"n":4}`, with(orders(k2, "k2", "orders.created", "P-4", `{"n":4}`, ""), "Nats-Sinks-Authenticity-Key-Id", ""), "key_id_header_missing"},
+		{"x.other", "P-5", `{"n":5}`, orders(k2, "k2", "x.other", "P-5", `{"n":5}`, ""), "subject_not_covered_by_authenticity_policy"},
+		{"orders.public.news", "P-6", `{"n":6}`, nats.Header{"Nats-Msg-Id": {"P-6"}}, ""}, // exempt
+		{"orders.created", "P-7", `{"n":7}`, with(orders(k2, "k2", "orders.created", "P-7", `{"n":7}`, "high"), "Nats-Sinks-Priority", "low"), "signature_invalid"},
+		{"orders.created", "P-8", `{"n":8}`, with(orders(k2, "k2", "orders.created", "P-8", `{"n":8}`, ""), "X-Unsigned", "changed"), ""},
+		{"orders.created", "P-9", `{"n":9}`, lastByte(orders(k2, "k2", "orders.created", "P-9", `{"n":9}`, "")), "signature_invalid"},
+		{"sensor.t1", "P-10", `{"t":10}`, sensor("P-10", `{"t":10}`, 64), ""},
+		{"sensor.t1", "P-11", `{"t":11}`, sensor("P-11", `{"t":11}`, 63), "signature_invalid"},
+		{"sensor.t1", "P-12", `{"t":12}`, sensor("P-12", `{"t":12}`, 65), "signature_invalid"},
+	}
+	for _, m := range msgs {
+		natstest.Publish(t, r.js, m.subject, []byte(m.body), m.header)
+	}
+	r.run(overlap, true, env, nil, acked(uint64(len(msgs))))
+
+	check := func(msgs []msg, first uint64) {
+		t.Helper()
+		dead := r.deadLetters()
+		for i, m := range msgs {
+			seq := first + uint64(i)
+			if got := r.stored(m.subject, seq); got != (m.reason == "") {
+				t.Errorf("%s (seq %d, want reason %q): stored = %v", m.id, seq, m.reason, got)
+			}
+			d, ok := dead[seq]
+			if m.reason == "" {
+				if ok {
+					t.Errorf("%s (seq %d) dead-lettered: %v", m.id, seq, d)
+				}
+				continue
+			}
+			rule := map[string]string{"orders.created": "orders.>", "sensor.t1": "sensor.>", "x.other": "<unmatched>"}[m.subject]
+			want := [2]string{policy, fmt.Sprintf("message authenticity verification rejected 1 message(s); first subject='%s' rule='%s' reason=%s", m.subject, rule, m.reason)}
+			if d != want {
+				t.Errorf("%s (seq %d) dead letter = %q, want %q", m.id, seq, d, want)
+			}
+		}
+	}
+	check(msgs, 1)
+
+	// Overlap over: k1 removed, so its signatures fail as key_id_mismatch.
+	// K2 changes to k3 in the environment while this pipeline runs: it
+	// read K2 at start, so a k3 signature fails until the next start.
+	after := []msg{
+		{"orders.created", "R-1", `{"r":1}`, orders(k1, "k1", "orders.created", "R-1", `{"r":1}`, ""), "key_id_mismatch"},
+		{"orders.created", "R-2", `{"r":2}`, orders(k2, "k2", "orders.created", "R-2", `{"r":2}`, ""), ""},
+		{"orders.created", "R-3", `{"r":3}`, orders(k3, "k2", "orders.created", "R-3", `{"r":3}`, ""), "signature_invalid"},
+	}
+	first := uint64(len(msgs)) + 1
+	for _, m := range after[:2] {
+		natstest.Publish(t, r.js, m.subject, []byte(m.body), m.header)
+	}
+	r.run(rules(""), true, env, func() {
+		mu.Lock()
+		envVars["K2"] = b64(k3)
+		mu.Unlock()
+		natstest.Publish(t, r.js, after[2].subject, []byte(after[2].body), after[2].header)
+	}, acked(first+2))
+	check(after, first)
+
+	// Restarted, the pipeline reads k3.
+	r4 := msg{"orders.created", "R-4", `{"r":4}`, orders(k3, "k2", "orders.created", "R-4", `{"r":4}`, ""), ""}
+	natstest.Publish(t, r.js, r4.subject, []byte(r4.body), r4.header)
+	r.run(rules(""), true, env, nil, acked(first+3))
+	check([]msg{r4}, first+3)
+}
