@@ -314,3 +314,95 @@ func TestIntegrityConformance(t *testing.T) {
 	r.run(rules(""), true, env, nil, acked(first+3))
 	check([]msg{r4}, first+3)
 }
+
+// TestAuthenticityRejectionPaths: a rejected message of an encrypted
+// subject is dead-lettered with the encryption envelope as its payload,
+// never the plaintext; with the DLQ disabled a rejected message is
+// neither stored nor acknowledged, negatively acknowledged or terminated
+// (it stays pending until AckWait) while the accepted one next to it is
+// stored and acknowledged.
+func TestAuthenticityRejectionPaths(t *testing.T) {
+	key := bytes.Repeat([]byte{9}, 32)
+	b64 := base64.StdEncoding.EncodeToString
+	auth := fmt.Sprintf(`"message_authenticity": {"enabled": true, "rules": [{"subject": "orders.>", "key_id": "k", "key_b64": %q}]}`, b64(key))
+	signed := func(id, body string) nats.Header {
+		doc := signedDoc("hmac-sha256", "k", []byte(body), map[string]any{"subject": "orders.created", "message_id": id})
+		return nats.Header{"Nats-Msg-Id": {id}, "Nats-Sinks-Authenticity-Algorithm": {"hmac-sha256"},
+			"Nats-Sinks-Authenticity-Key-Id": {"k"}, "Nats-Sinks-Authenticity-Signature": {b64(hmacSig(key, doc))}}
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+
+	t.Run("encrypted subject", func(t *testing.T) {
+		r := newIntegrityRun(t)
+		const secret = `{"approved":true}`
+		natstest.Publish(t, r.js, "orders.created", []byte(secret), nats.Header{"Nats-Msg-Id": {"E-1"}}) // unsigned
+		enc := fmt.Sprintf(`"encryption": {"enabled": true, "key_id": "enc-1", "key_b64": %q, "envelope_version": 2}, `, b64(bytes.Repeat([]byte{4}, 32)))
+		r.run(enc+auth, true, noEnv, nil, acked(1))
+		if r.stored("orders.created", 1) {
+			t.Error("rejected message stored")
+		}
+		st, err := r.js.Stream(context.Background(), "INTEG_DLQ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetMsg(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			ErrorType     string `json:"error_type"`
+			PayloadBase64 string `json:"payload_base64"`
+		}
+		if err := json.Unmarshal(m.Data, &body); err != nil {
+			t.Fatal(err)
+		}
+		payload, err := base64.StdEncoding.DecodeString(body.PayloadBase64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var envelope struct {
+			E struct {
+				Schema string `json:"schema"`
+				KeyID  string `json:"key_id"`
+			} `json:"_nats_sinks_encryption"`
+		}
+		if err := json.Unmarshal(payload, &envelope); err != nil || envelope.E.Schema != "nats_sinks.encrypted_payload.v2" || envelope.E.KeyID != "enc-1" {
+			t.Errorf("DLQ payload = %s (%v), want an encryption envelope of key enc-1", payload, err)
+		}
+		if bytes.Contains(m.Data, []byte(secret)) || bytes.Contains(payload, []byte(secret)) {
+			t.Error("the dead letter carries the plaintext")
+		}
+		if body.ErrorType != "PolicyViolationError" {
+			t.Errorf("error_type = %q", body.ErrorType)
+		}
+	})
+
+	t.Run("dlq disabled", func(t *testing.T) {
+		r := newIntegrityRun(t)
+		natstest.Publish(t, r.js, "orders.created", []byte(`{"n":1}`), nats.Header{"Nats-Msg-Id": {"U-1"}}) // unsigned
+		natstest.Publish(t, r.js, "orders.created", []byte(`{"n":2}`), signed("U-2", `{"n":2}`))
+		r.run(auth, false, noEnv, nil, func(info *jetstream.ConsumerInfo) error {
+			// Seq 2 acknowledged (the batch was decided), seq 1 held.
+			if !r.stored("orders.created", 2) || info.NumAckPending != 1 || info.AckFloor.Stream != 0 {
+				return fmt.Errorf("stored(2) = %v, ack pending %d, ack floor %d", r.stored("orders.created", 2), info.NumAckPending, info.AckFloor.Stream)
+			}
+			return nil
+		})
+		if r.stored("orders.created", 1) {
+			t.Error("rejected message stored")
+		}
+		c, err := r.js.Consumer(context.Background(), "INTEG", "integ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A NAK would have made it redeliverable (no longer ack-pending),
+		// a TERM or ACK would have moved the ack floor.
+		if info.NumAckPending != 1 || info.AckFloor.Stream != 0 || info.NumRedelivered != 0 {
+			t.Errorf("after the run: ack pending %d, ack floor %d, redelivered %d; want 1, 0, 0", info.NumAckPending, info.AckFloor.Stream, info.NumRedelivered)
+		}
+	})
+}
