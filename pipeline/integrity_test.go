@@ -206,7 +206,7 @@ func TestIntegrityConformance(t *testing.T) {
 			meta["priority"] = priority
 		}
 		h := nats.Header{"Nats-Msg-Id": {id}, "Nats-Sinks-Authenticity-Algorithm": {"hmac-sha256"},
-			"Nats-Sinks-Authenticity-Key-Id": {keyID},
+			"Nats-Sinks-Authenticity-Key-Id":    {keyID},
 			"Nats-Sinks-Authenticity-Signature": {b64(hmacSig(key, signedDoc("hmac-sha256", keyID, []byte(body), meta)))}}
 		if priority != "" {
 			h.Set("Nats-Sinks-Priority", priority)
