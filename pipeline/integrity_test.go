@@ -406,3 +406,47 @@ func TestAuthenticityRejectionPaths(t *testing.T) {
 		}
 	})
 }
+
+// TestAuthenticityDLQPublishFailure: while the DLQ stream is gone, a
+// rejected message is neither stored nor acknowledged: it takes the
+// temporary path, is redelivered and rejected again; once the stream is
+// back it is dead-lettered with its reason and acknowledged.
+func TestAuthenticityDLQPublishFailure(t *testing.T) {
+	key := bytes.Repeat([]byte{9}, 32)
+	auth := fmt.Sprintf(`"message_authenticity": {"enabled": true, "rules": [{"subject": "orders.>", "key_id": "k", "key_b64": %q}]}`,
+		base64.StdEncoding.EncodeToString(key))
+	r := newIntegrityRun(t)
+	ctx := context.Background()
+	dlqConfig := jetstream.StreamConfig{Name: "INTEG_DLQ", Subjects: []string{"dlq"}}
+	r.run(auth, true, func(string) (string, bool) { return "", false }, func() {
+		if err := r.js.DeleteStream(ctx, "INTEG_DLQ"); err != nil {
+			t.Error(err)
+		}
+		natstest.Publish(t, r.js, "orders.created", []byte(`{"n":1}`), nats.Header{"Nats-Msg-Id": {"D-1"}}) // unsigned
+		natstest.WaitFor(t, 30*time.Second, func() error {
+			c, err := r.js.Consumer(ctx, "INTEG", "integ")
+			if err != nil {
+				return err
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if info.NumRedelivered == 0 || info.AckFloor.Stream != 0 {
+				return fmt.Errorf("redelivered %d, ack floor %d; want a redelivery, nothing acknowledged", info.NumRedelivered, info.AckFloor.Stream)
+			}
+			return nil
+		})
+		if r.stored("orders.created", 1) {
+			t.Error("rejected message stored while its dead letter failed")
+		}
+		natstest.CreateStream(t, r.js, dlqConfig)
+	}, acked(1))
+	if r.stored("orders.created", 1) {
+		t.Error("rejected message stored")
+	}
+	want := [2]string{"PolicyViolationError", "message authenticity verification rejected 1 message(s); first subject='orders.created' rule='orders.>' reason=algorithm_header_missing"}
+	if got := r.deadLetters(); len(got) != 1 || got[1] != want {
+		t.Errorf("dead letters = %v, want seq 1: %q", got, want)
+	}
+}
