@@ -192,6 +192,18 @@ func testAuthenticityAndCustody(t *testing.T, iso string, copies int) {
 			t.Errorf("%s = %d, want %d", tt.name, tt.got, tt.want)
 		}
 	}
+	// Every batch here holds accepted and rejected messages when all came
+	// in one fetch; otherwise each counter is at least 1 and at most the
+	// number of batches.
+	batches := m.BatchesFetched.Value()
+	for _, c := range []struct {
+		name string
+		got  uint64
+	}{{"batches passed", m.AuthenticityBatchesPassed.Value()}, {"batches rejected", m.AuthenticityBatchesReject.Value()}} {
+		if batches == 1 && c.got != 1 || c.got < 1 || c.got > batches {
+			t.Errorf("%s = %d with %d batches fetched", c.name, c.got, batches)
+		}
+	}
 }
 
 // TestCustodyFailureIsolation: a malformed chain link dead-letters only its
