@@ -54,6 +54,8 @@ type integrityRun struct {
 	js  jetstream.JetStream
 	url string
 	dir string
+	// consumer holds extra consumer_management members (", …").
+	consumer string
 }
 
 func newIntegrityRun(t *testing.T) *integrityRun {
@@ -76,11 +78,11 @@ func (r *integrityRun) run(extra string, dlq bool, env func(string) (string, boo
 	}
 	doc := fmt.Sprintf(`{
   "nats": {"url": %q, "stream": "INTEG", "consumer": "integ", "subject": "*.>"},
-  "consumer_management": {"ack_wait_seconds": 30},
+  "consumer_management": {"ack_wait_seconds": 30%s},
   "delivery": {"batch_size": 100, "batch_timeout_ms": 100},
   "logging": {"level": "ERROR"}, %s %s,
   "sink": {"type": "file", "directory": %q}
-}`, r.url, dl, extra, r.dir)
+}`, r.url, r.consumer, dl, extra, r.dir)
 	cfg, err := config.Parse([]byte(doc), "integrity.json", builtin.Registry(), env)
 	if err != nil {
 		t.Fatal(err)
@@ -574,4 +576,44 @@ func TestCustodyChainIndependentVerifier(t *testing.T) {
 		t.Errorf("after a metadata edit, independent verifier:\n%s\nwant\n%s", got, want(bad))
 	}
 	productSays(bad)
+}
+
+// TestAuthenticityHeadersOnly: on a headers-only consumer a signed
+// message whose body was left out is rejected as payload_omitted (its
+// signature covers a body the sink never saw), dead-lettered without a
+// payload, and not stored.
+func TestAuthenticityHeadersOnly(t *testing.T) {
+	key := bytes.Repeat([]byte{9}, 32)
+	b64 := base64.StdEncoding.EncodeToString
+	r := newIntegrityRun(t)
+	r.consumer = `, "headers_only": true`
+	body := `{"n":1}`
+	doc := signedDoc("hmac-sha256", "k", []byte(body), map[string]any{"subject": "orders.created", "message_id": "H-1"})
+	natstest.Publish(t, r.js, "orders.created", []byte(body), nats.Header{"Nats-Msg-Id": {"H-1"},
+		"Nats-Sinks-Authenticity-Algorithm": {"hmac-sha256"}, "Nats-Sinks-Authenticity-Key-Id": {"k"},
+		"Nats-Sinks-Authenticity-Signature": {b64(hmacSig(key, doc))}})
+	auth := fmt.Sprintf(`"message_authenticity": {"enabled": true, "rules": [{"subject": "orders.>", "key_id": "k", "key_b64": %q}]}`, b64(key))
+	r.run(auth, true, func(string) (string, bool) { return "", false }, nil, acked(1))
+	if r.stored("orders.created", 1) {
+		t.Error("rejected message stored")
+	}
+	want := [2]string{"PolicyViolationError", "message authenticity verification rejected 1 message(s); first subject='orders.created' rule='orders.>' reason=payload_omitted"}
+	if got := r.deadLetters(); len(got) != 1 || got[1] != want {
+		t.Errorf("dead letters = %v, want seq 1: %q", got, want)
+	}
+	st, err := r.js.Stream(context.Background(), "INTEG_DLQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dl map[string]any
+	if err := json.Unmarshal(m.Data, &dl); err != nil {
+		t.Fatal(err)
+	}
+	if _, has := dl["payload_base64"]; has || dl["payload_unavailable_reason"] != "headers_only" {
+		t.Errorf("dead letter payload_base64 present = %v, payload_unavailable_reason = %v; want absent, headers_only", has, dl["payload_unavailable_reason"])
+	}
 }
