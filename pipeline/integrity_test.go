@@ -617,3 +617,30 @@ func TestAuthenticityHeadersOnly(t *testing.T) {
 		t.Errorf("dead letter payload_base64 present = %v, payload_unavailable_reason = %v; want absent, headers_only", has, dl["payload_unavailable_reason"])
 	}
 }
+
+// TestCustodyInputLimit: a payload whose canonical input exceeds
+// custody.max_hash_input_bytes is dead-lettered as a ValidationError with
+// the documented text, and only that message: the small one of the same
+// batch is stored with its custody document.
+func TestCustodyInputLimit(t *testing.T) {
+	r := newIntegrityRun(t)
+	big := fmt.Sprintf(`{"blob":%q}`, strings.Repeat("x", 2000))
+	natstest.Publish(t, r.js, "orders.created", []byte(big), nats.Header{"Nats-Msg-Id": {"L-1"}})
+	natstest.Publish(t, r.js, "orders.created", []byte(`{"n":2}`), nats.Header{"Nats-Msg-Id": {"L-2"}})
+	r.run(`"custody": {"enabled": true, "hash_metadata": false, "max_hash_input_bytes": 1024}`, true,
+		func(string) (string, bool) { return "", false }, nil, acked(2))
+	if r.stored("orders.created", 1) || !r.stored("orders.created", 2) {
+		t.Errorf("stored(1) = %v, stored(2) = %v; want false, true", r.stored("orders.created", 1), r.stored("orders.created", 2))
+	}
+	want := [2]string{"ValidationError", "custody payload hash input exceeds custody max_hash_input_bytes"}
+	if got := r.deadLetters(); len(got) != 1 || got[1] != want {
+		t.Errorf("dead letters = %v, want seq 1: %q", got, want)
+	}
+	data, err := os.ReadFile(filepath.Join(r.dir, "orders.created", fmt.Sprintf("INTEG-%020d.json", 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := custody.VerifyFileRecord(data); !v.HasCustody || v.Err != nil || len(v.Mismatches) > 0 {
+		t.Errorf("stored record's custody = %+v", v)
+	}
+}
