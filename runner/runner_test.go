@@ -849,9 +849,12 @@ func TestServerRestartLosesNothing(t *testing.T) {
 		}
 		return nil
 	})
+	// Connected alone is not enough: right after the restart the client
+	// may not have noticed the old connection's end yet.
+	reconnects := e.nc.Stats().Reconnects
 	e.srv = natstest.Restart(t, e.srv)
 	natstest.WaitFor(t, waitLong, func() error {
-		if !e.nc.IsConnected() {
+		if e.nc.Stats().Reconnects == reconnects || !e.nc.IsConnected() {
 			return errors.New("client not reconnected")
 		}
 		return nil
