@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -37,23 +38,26 @@ import (
 //     the column arrays, with the mode's conflict clause (the sink's
 //     statement);
 //   - values: multi-row insert … values with the mode's conflict clause,
-//     split under the database's parameter limit, prepared once per text;
+//     one statement per batch (split under the database's parameter limit),
+//     prepared once per text;
+//   - values100: the same in statements of at most 100 rows (what the
+//     MySQL sink measured fastest for itself);
 //   - prepared: the single-row statement, prepared once, run per row
 //     (PostgreSQL: all rows of a batch pipelined in one round trip).
 //
 // PostgreSQL and MySQL run as many writers as the pipeline has batches in
 // flight (at most the pool size), each on its own connection; SQLite one.
 var bareMethodsOf = map[sqlmodel.Dialect][]string{
-	sqlmodel.Postgres: {"copy", "unnest", "values", "prepared"},
-	sqlmodel.MySQL:    {"values", "prepared"},
-	sqlmodel.SQLite:   {"values", "prepared"},
+	sqlmodel.Postgres: {"copy", "unnest", "values", "values100", "prepared"},
+	sqlmodel.MySQL:    {"values", "values100", "prepared"},
+	sqlmodel.SQLite:   {"values", "values100", "prepared"},
 }
 
 // bestBare is each dialect's fastest method, as measured on the 2-core
 // machine with `--bare-sql all` (docs/performance.md).
 var bestBare = map[sqlmodel.Dialect]string{
 	sqlmodel.Postgres: "copy",
-	sqlmodel.MySQL:    "values",
+	sqlmodel.MySQL:    "values100",
 	sqlmodel.SQLite:   "values",
 }
 
@@ -68,10 +72,10 @@ func bareMethods(spec string) ([]string, error) {
 	for _, m := range strings.Split(spec, ",") {
 		m = strings.TrimSpace(m)
 		switch m {
-		case "copy", "unnest", "values", "prepared":
+		case "copy", "unnest", "values", "values100", "prepared":
 			out = append(out, m)
 		default:
-			return nil, fmt.Errorf("--bare-sql must be best, all, off, or methods copy, unnest, values, prepared (got %q)", m)
+			return nil, fmt.Errorf("--bare-sql must be best, all, off, or methods copy, unnest, values, values100, prepared (got %q)", m)
 		}
 	}
 	return out, nil
@@ -404,13 +408,17 @@ func (b *bareDB) multi(n int) string {
 	return s.String()
 }
 
-// maxRows is the most rows one multi-row statement binds.
-func (b *bareDB) maxRows() int {
+// maxRows is the most rows one multi-row statement of method binds.
+func (b *bareDB) maxRows(method string) int {
 	limit := 65535
 	if b.d == sqlmodel.SQLite {
 		limit = 32766
 	}
-	return max(1, limit/len(b.cols))
+	n := max(1, limit/len(b.cols))
+	if method == "values100" {
+		n = min(n, 100)
+	}
+	return n
 }
 
 // buildRows builds the pipeline's rows of a bench round: one envelope per
@@ -566,6 +574,11 @@ func (b *bareDB) close(ctx context.Context, keep bool) {
 	if b.db != nil {
 		b.db.Close()
 	}
+	if b.file != "" && !keep {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(b.file + suffix)
+		}
+	}
 }
 
 // bareWriter writes one batch per transaction on its own connection.
@@ -596,7 +609,7 @@ func (b *bareDB) writer(ctx context.Context, method string) (*bareWriter, error)
 			return s, nil
 		}
 		q := b.head + " values " + b.tuple + b.tail
-		if method == "values" {
+		if method != "prepared" {
 			q = b.multi(n)
 		}
 		s, err := conn.PrepareContext(ctx, q)
@@ -641,8 +654,9 @@ func (b *bareDB) sqlWrite(ctx context.Context, tx *sql.Tx, method string, rows [
 		}
 		return nil
 	}
-	for i := 0; i < len(rows); i += b.maxRows() {
-		chunk := rows[i:min(i+b.maxRows(), len(rows))]
+	step := b.maxRows(method)
+	for i := 0; i < len(rows); i += step {
+		chunk := rows[i:min(i+step, len(rows))]
 		s, err := prepare(ctx, len(chunk))
 		if err != nil {
 			return err
@@ -679,8 +693,9 @@ func (b *bareDB) pgWrite(ctx context.Context, tx pgx.Tx, method string, rows [][
 		}
 		return tx.SendBatch(ctx, &batch).Close()
 	}
-	for i := 0; i < len(rows); i += b.maxRows() {
-		chunk := rows[i:min(i+b.maxRows(), len(rows))]
+	step := b.maxRows(method)
+	for i := 0; i < len(rows); i += step {
+		chunk := rows[i:min(i+step, len(rows))]
 		if _, err := tx.Exec(ctx, b.multi(len(chunk)), flatten(chunk)...); err != nil {
 			return err
 		}

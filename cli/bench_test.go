@@ -2,17 +2,25 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 )
 
@@ -243,8 +251,8 @@ func sqliteCount(t *testing.T, path, table string) int {
 func TestBenchBareSQLite(t *testing.T) {
 	const n = 300
 	rows, tmp := runBenchJSON(t, "--messages", "300", "--batch-size", "100", "--sink", "sqlite", "--bare-sql", "all", "--keep")
-	wantPhases(t, rows, n, "sqlite (bare, values)", "sqlite (bare, prepared)", "pipeline (sqlite)")
-	wantVersus(t, rows, "pipeline (sqlite)", "fastest of sqlite (bare, values), sqlite (bare, prepared)")
+	wantPhases(t, rows, n, "sqlite (bare, values)", "sqlite (bare, values100)", "sqlite (bare, prepared)", "pipeline (sqlite)")
+	wantVersus(t, rows, "pipeline (sqlite)", "fastest of sqlite (bare, values), sqlite (bare, values100), sqlite (bare, prepared)")
 	if _, ok := rows["sqlite (bare, copy)"]; ok {
 		t.Error("a copy phase for SQLite")
 	}
@@ -300,4 +308,201 @@ func sqliteColumns(t *testing.T, path, table string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// benchServer is a SQL server for the bare-phase tests: the sink keys of
+// a bench configuration and an admin connection.
+type benchServer struct {
+	sinkKeys string
+	query    func(q string) ([]string, error) // first column of each row, as text
+	exec     func(q string) error
+	tables   string // query listing the bare tables
+	quote    func(string) string
+}
+
+func postgresBenchServer(t *testing.T) *benchServer {
+	dsn := natstest.Service(t, "NATS_SINKS_TEST_POSTGRES_DSN")
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	pw, _ := u.User.Password()
+	port, _ := strconv.Atoi(u.Port())
+	keys := fmt.Sprintf(`"type": "postgres", "host": %q, "port": %d, "database": %q, "user": %q, "sslmode": "disable"`,
+		u.Hostname(), port, strings.TrimPrefix(u.Path, "/"), u.User.Username())
+	if pw != "" {
+		keys += fmt.Sprintf(`, "password": %q`, pw)
+	}
+	return &benchServer{
+		sinkKeys: keys,
+		query: func(q string) ([]string, error) {
+			rows, err := conn.Query(context.Background(), q)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				v, err := rows.Values()
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, fmt.Sprint(v[0]))
+			}
+			return out, rows.Err()
+		},
+		exec: func(q string) error {
+			_, err := conn.Exec(context.Background(), q)
+			return err
+		},
+		tables: "select table_name::text from information_schema.tables where table_name like 'nats_sink_bench_bare_%'",
+		quote:  sqlmodel.Postgres.Quote,
+	}
+}
+
+// mysqlBenchServer connects as NATS_SINKS_TEST_MYSQL_DSN's user; the sink
+// needs a password, so without one it creates a bench user that has one.
+func mysqlBenchServer(t *testing.T) *benchServer {
+	dsn := natstest.Service(t, "NATS_SINKS_TEST_MYSQL_DSN")
+	dc, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	user, pw := dc.User, dc.Passwd
+	if pw == "" {
+		user, pw = "nats_sink_bench", "nats-sink-bench-pw"
+		for _, h := range []string{"%", "localhost"} {
+			for _, q := range []string{
+				fmt.Sprintf("create user if not exists '%s'@'%s' identified by '%s'", user, h, pw),
+				fmt.Sprintf("grant all on `%s`.* to '%s'@'%s'", dc.DBName, user, h),
+			} {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		}
+	}
+	host, port, _ := net.SplitHostPort(dc.Addr)
+	return &benchServer{
+		sinkKeys: fmt.Sprintf(`"type": "mysql", "host": %q, "port": %s, "database": %q, "user": %q, "password": %q`, host, port, dc.DBName, user, pw),
+		query: func(q string) ([]string, error) {
+			rows, err := db.Query(q)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var s string
+				if err := rows.Scan(&s); err != nil {
+					return nil, err
+				}
+				out = append(out, s)
+			}
+			return out, rows.Err()
+		},
+		exec: func(q string) error {
+			_, err := db.Exec(q)
+			return err
+		},
+		tables: "select table_name from information_schema.tables where table_schema = database() and table_name like 'nats_sink_bench_bare_%'",
+		quote:  sqlmodel.MySQL.Quote,
+	}
+}
+
+// TestBenchBareServers: with --config of a PostgreSQL or MariaDB sink (audit
+// and mapped layout), bench runs one bare phase per method the database
+// supports next to the pipeline, each leaving one row per message in a
+// fresh table of the sink's layout (kept here with --keep, dropped
+// otherwise), and the pipeline's ratio is to the fastest of them.
+func TestBenchBareServers(t *testing.T) {
+	mapped := `, "mode": "upsert", "layout": "mapped", "idempotency": {"strategy": "mapping", "columns": ["i"]},
+  "include_columns": ["stream_sequence"], "version_column": "stream_sequence",
+  "mapping": [{"column": "i", "path": "/i", "type": "bigint", "required": true}, {"column": "pad", "path": "/pad", "type": "text"},
+   {"column": "subj", "path": "$subject", "type": "text"}, {"column": "at", "path": "$received_at", "type": "timestamp"}]`
+	for _, tc := range []struct {
+		name, dialect string
+		server        func(*testing.T) *benchServer
+		methods       []string
+		layout        string
+	}{
+		{"postgres audit", "postgres", postgresBenchServer, []string{"copy", "unnest", "values", "values100", "prepared"}, ""},
+		{"postgres mapped", "postgres", postgresBenchServer, []string{"copy", "values", "values100", "prepared"}, mapped},
+		{"mysql audit", "mysql", mysqlBenchServer, []string{"values", "values100", "prepared"}, ""},
+		{"mysql mapped", "mysql", mysqlBenchServer, []string{"values", "values100", "prepared"}, mapped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 250
+			srv := tc.server(t)
+			table := "bench_test_" + randomHex(8)
+			t.Cleanup(func() { srv.exec("drop table if exists " + srv.quote(table)) })
+			before, err := srv.query(srv.tables)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := filepath.Join(t.TempDir(), "bench.json")
+			doc := fmt.Sprintf(`{"nats": {"stream": "X", "consumer": "x", "subject": "x.>"},
+ "sink": {%s, "auto_create": true, "table": %q%s}}`, srv.sinkKeys, table, tc.layout)
+			if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rows, _ := runBenchJSON(t, "--config", cfg, "--server", "embedded", "--messages", "250", "--batch-size", "100",
+				"--sink", tc.dialect, "--bare-sql", "all", "--keep")
+			var bare []string
+			for _, m := range tc.methods {
+				bare = append(bare, tc.dialect+" (bare, "+m+")")
+			}
+			wantPhases(t, rows, n, append(bare, "pipeline ("+tc.dialect+")")...)
+			wantVersus(t, rows, "pipeline ("+tc.dialect+")", "fastest of "+strings.Join(bare, ", "))
+			if got, err := srv.query("select count(*) from " + srv.quote(table)); err != nil || len(got) != 1 || got[0] != strconv.Itoa(n) {
+				t.Errorf("pipeline table holds %v rows (%v), want %d", got, err, n)
+			}
+			after, err := srv.query(srv.tables)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept []string
+			for _, name := range after {
+				if !slices.Contains(before, name) {
+					kept = append(kept, name)
+					t.Cleanup(func() { srv.exec("drop table if exists " + srv.quote(name)) })
+				}
+			}
+			if len(kept) != 1 {
+				t.Fatalf("new bare tables %q, want one", kept)
+			}
+			if got, err := srv.query("select count(*) from " + srv.quote(kept[0])); err != nil || got[0] != strconv.Itoa(n) {
+				t.Errorf("bare table %s holds %v rows (%v), want %d (the last method's)", kept[0], got, err, n)
+			}
+			if tc.layout != "" {
+				// Mapped: the bare table has the pipeline's columns.
+				cols := "select column_name from information_schema.columns where table_name = '%s' order by ordinal_position"
+				if tc.dialect == "mysql" {
+					cols = "select column_name from information_schema.columns where table_schema = database() and table_name = '%s' order by ordinal_position"
+				}
+				want, _ := srv.query(fmt.Sprintf(cols, table))
+				got, _ := srv.query(fmt.Sprintf(cols, kept[0]))
+				if !slices.Equal(got, want) || len(want) == 0 {
+					t.Errorf("bare columns %q, pipeline columns %q", got, want)
+				}
+			}
+
+			// Without --keep the bare table is gone after the run.
+			runBenchJSON(t, "--config", cfg, "--server", "embedded", "--messages", "100", "--batch-size", "100", "--sink", tc.dialect)
+			again, _ := srv.query(srv.tables)
+			if len(again) != len(after) {
+				t.Errorf("bare tables after a run without --keep: %q, before it %q", again, after)
+			}
+		})
+	}
 }
