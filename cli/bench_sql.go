@@ -150,6 +150,12 @@ type bareDB struct {
 	db      *sql.DB // mysql, sqlite
 	created []string
 	file    string // sqlite: the bare database file
+
+	// messages and batch are the phase's (for sizes); stmts holds the
+	// prepared statements of the database/sql dialects by text.
+	messages, batch int
+	mu              sync.Mutex
+	stmts           map[string]*sql.Stmt
 }
 
 // openBare compiles the model of opener's SQL sink for a fresh table and
@@ -474,6 +480,11 @@ func (b *bareDB) phase(ctx context.Context, o *benchOptions, t *benchTarget, met
 		batches = append(batches, rows[i:min(i+o.batchSize, len(rows))])
 	}
 	writers := max(1, min(o.inFlight, b.pool))
+	b.messages, b.batch = o.messages, o.batchSize
+	if b.db != nil {
+		b.db.SetMaxOpenConns(writers)
+		b.db.SetMaxIdleConns(writers)
+	}
 	work := make(chan [][]any)
 	errs := make(chan error, writers)
 	wctx, cancel := context.WithCancel(ctx)
@@ -571,6 +582,9 @@ func (b *bareDB) close(ctx context.Context, keep bool) {
 			b.exec(ctx, "drop table if exists "+b.d.Quote(t))
 		}
 	}
+	for _, s := range b.stmts {
+		s.Close()
+	}
 	if b.db != nil {
 		b.db.Close()
 	}
@@ -599,34 +613,41 @@ func (b *bareDB) writer(ctx context.Context, method string) (*bareWriter, error)
 		}
 		return w, nil
 	}
-	conn, err := b.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	stmts := map[int]*sql.Stmt{} // by row count
+	// Statements prepared on the DB, not on a connection: Tx.StmtContext
+	// prepares a DB statement once per pooled connection and reuses it,
+	// where a connection's own statement would be prepared again in every
+	// transaction.
 	prepare := func(ctx context.Context, n int) (*sql.Stmt, error) {
-		if s, ok := stmts[n]; ok {
-			return s, nil
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.stmts == nil {
+			b.stmts = map[string]*sql.Stmt{}
 		}
 		q := b.head + " values " + b.tuple + b.tail
 		if method != "prepared" {
 			q = b.multi(n)
 		}
-		s, err := conn.PrepareContext(ctx, q)
+		if s, ok := b.stmts[q]; ok {
+			return s, nil
+		}
+		s, err := b.db.PrepareContext(ctx, q)
 		if err != nil {
 			return nil, err
 		}
-		stmts[n] = s
+		b.stmts[q] = s
 		return s, nil
 	}
-	w := &bareWriter{close: func() {
-		for _, s := range stmts {
-			s.Close()
+	// Prepare every size the batches need before the clock starts
+	// (preparing on the DB while every pooled connection is in a
+	// transaction would wait forever).
+	for _, n := range b.sizes(method) {
+		if _, err := prepare(ctx, n); err != nil {
+			return nil, err
 		}
-		conn.Close()
-	}}
+	}
+	w := &bareWriter{close: func() {}}
 	w.write = func(ctx context.Context, rows [][]any) error {
-		tx, err := conn.BeginTx(ctx, nil)
+		tx, err := b.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -637,6 +658,25 @@ func (b *bareDB) writer(ctx context.Context, method string) (*bareWriter, error)
 		return tx.Commit()
 	}
 	return w, nil
+}
+
+// sizes returns the row counts of the statements method runs for the
+// phase's batches.
+func (b *bareDB) sizes(method string) []int {
+	if method == "prepared" {
+		return []int{1}
+	}
+	var out []int
+	for i := 0; i < b.messages; i += b.batch {
+		n := min(b.batch, b.messages-i)
+		step := b.maxRows(method)
+		for j := 0; j < n; j += step {
+			if k := min(step, n-j); !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // sqlWrite writes rows in tx (MySQL, SQLite).
