@@ -481,7 +481,7 @@ func (o *benchOptions) bareFiles(ctx context.Context, t *benchTarget) (benchRow,
 	if err != nil {
 		return benchRow{}, err
 	}
-	size := recordSize(t, o.payloadBytes)
+	size := recordSize(t, o.payloadBytes, o.keys)
 	fsync := true
 	if o.cfg != nil {
 		if fc, ok := o.cfg.Sink.Opener.(file.Config); ok {
@@ -496,10 +496,15 @@ func (o *benchOptions) bareFiles(ctx context.Context, t *benchTarget) (benchRow,
 }
 
 // recordSize is the size of the file record the file sink writes for a bench
-// message, so the bare loop writes as many bytes as the sink does.
-func recordSize(t *benchTarget, payloadBytes int) int {
+// message (signed when keys is set), so the bare loop writes as many bytes
+// as the sink does.
+func recordSize(t *benchTarget, payloadBytes int, keys *benchKeys) int {
 	reply := fmt.Sprintf("$JS.ACK.%s.bench-pipeline-0-file.1.100000.100000.%d.0", t.stream, time.Now().UnixNano())
-	e := intake.Build(intake.Message{Subject: t.subject + ".m", Reply: reply, Data: benchPayload(100000, payloadBytes)}, nil, time.Now())
+	msg := intake.Message{Subject: t.subject + ".m", Reply: reply, Data: benchPayload(100000, payloadBytes)}
+	if keys != nil {
+		msg.Header = keys.headers(msg.Subject, msg.Data, chainLink(msg.Data))
+	}
+	e := intake.Build(msg, nil, time.Now())
 	p, err := record.NormalisePayload(e, record.JSONOrEnvelope)
 	if err != nil {
 		return payloadBytes

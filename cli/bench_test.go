@@ -506,3 +506,85 @@ func TestBenchBareServers(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchRatios: a phase's ratio is the median over the rounds of its
+// rate to the same round's fastest (or, for a fan-out, slowest) compared
+// phase, and the text table prints it below the phases.
+func TestBenchRatios(t *testing.T) {
+	round := func(pipe, bareA, bareB, fan float64) []benchRow {
+		return []benchRow{
+			{"consume+ack ceiling", 100, 0.5},
+			{"x (bare, a)", 100, 100 / bareA},
+			{"x (bare, b)", 100, 100 / bareB},
+			{"pipeline (x)", 100, 100 / pipe},
+			{"pipeline (f)", 100, 100 / fan},
+		}
+	}
+	versus := map[string]benchVersus{
+		"pipeline (x)": {Names: []string{"x (bare, a)", "x (bare, b)"}},
+		"pipeline (f)": {Names: []string{"x (bare, a)", "x (bare, b)"}, Slowest: true},
+	}
+	rounds := [][]benchRow{round(50, 100, 40, 20), round(60, 50, 80, 30), round(10, 100, 100, 10)}
+	got := summariseVersus(rounds, versus)
+	// pipeline (x): 50/100, 60/80, 10/100 → median 0.5; pipeline (f):
+	// 20/40, 30/50, 10/100 → median 0.5.
+	for _, p := range got[3:] {
+		if math.Abs(p.Ratio-0.5) > 1e-9 || len(p.Ratios) != 3 {
+			t.Errorf("%s: ratio %v (rounds %v), want median 0.5 of 3", p.Phase, p.Ratio, p.Ratios)
+		}
+	}
+	if want := []float64{0.5, 0.75, 0.1}; !slices.EqualFunc(got[3].Ratios, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Errorf("pipeline (x) rounds %v, want %v (to the fastest bare phase)", got[3].Ratios, want)
+	}
+	if want := []float64{0.5, 0.6, 0.1}; !slices.EqualFunc(got[4].Ratios, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Errorf("pipeline (f) rounds %v, want %v (to the slowest)", got[4].Ratios, want)
+	}
+	if !math.IsNaN(got[1].Ratio) {
+		t.Errorf("a phase without comparison has ratio %v", got[1].Ratio)
+	}
+	var b bytes.Buffer
+	printBench(&b, "text", "title", rounds, versus)
+	for _, want := range []string{
+		"0.50× pipeline (x) vs fastest of x (bare, a), x (bare, b) (rounds 0.50 0.75 0.10)",
+		"0.50× pipeline (f) vs slowest of x (bare, a), x (bare, b) (rounds 0.50 0.60 0.10)",
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestBenchBareMethods: --bare-sql accepts best, all, off and method
+// lists, and each dialect runs only the methods it has.
+func TestBenchBareMethods(t *testing.T) {
+	for _, tt := range []struct {
+		spec string
+		want []string
+		err  bool
+	}{
+		{"best", []string{"best"}, false},
+		{"all", []string{"all"}, false},
+		{"off", []string{"off"}, false},
+		{"copy, values100", []string{"copy", "values100"}, false},
+		{"bulk", nil, true},
+		{"values,", nil, true},
+	} {
+		got, err := bareMethods(tt.spec)
+		if (err != nil) != tt.err || !slices.Equal(got, tt.want) {
+			t.Errorf("bareMethods(%q) = %q, %v; want %q, error %t", tt.spec, got, err, tt.want, tt.err)
+		}
+	}
+	audit := &bareDB{d: sqlmodel.SQLite, table: &sqlmodel.Table{}}
+	if audit.supports("copy") || audit.supports("unnest") || !audit.supports("values100") {
+		t.Error("SQLite supports copy or unnest, or not values100")
+	}
+	pgMapped := &bareDB{d: sqlmodel.Postgres, table: &sqlmodel.Table{Mapped: &sqlmodel.Mapped{}}}
+	if pgMapped.supports("unnest") || !pgMapped.supports("copy") {
+		t.Error("PostgreSQL mapped: unnest supported or copy not")
+	}
+	for d, m := range bestBare {
+		if !slices.Contains(bareMethodsOf[d], m) {
+			t.Errorf("best method %q of %s is not one of its methods", m, d)
+		}
+	}
+}
