@@ -105,7 +105,7 @@ func (o *benchOptions) bareSQLPhases(ctx context.Context, env *Env, t *benchTarg
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
-	b, err := openBare(ctx, opener, lookup, t.tmp)
+	b, err := openBare(ctx, opener, lookup)
 	if b == nil || err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ type bareDB struct {
 
 // openBare compiles the model of opener's SQL sink for a fresh table and
 // connects with its connection keys; nil (no error) for any other sink.
-func openBare(ctx context.Context, opener sink.Opener, lookup func(string) (string, bool), tmp string) (*bareDB, error) {
+func openBare(ctx context.Context, opener sink.Opener, lookup func(string) (string, bool)) (*bareDB, error) {
 	b := &bareDB{id: randomHex(8)}
 	var shared sqlconfig.Shared[sqlconfig.UpsertRoute]
 	var opts sqlmodel.Options
@@ -204,11 +204,12 @@ func openBare(ctx context.Context, opener sink.Opener, lookup func(string) (stri
 	case sqlite.Config:
 		b.d, shared, b.pool = sqlmodel.SQLite, c.Shared, 1
 		opts = sqlmodel.Options{Mode: sqlmodel.Mode(c.Mode), UpdateColumns: c.UpsertUpdateColumns}
-		dir := filepath.Dir(c.Path)
-		if !filepath.IsAbs(dir) {
-			dir = tmp // a relative path: the bench's temp directory, same as cwd-relative is unknowable
+		abs, err := filepath.Abs(c.Path)
+		if err != nil {
+			return nil, fmt.Errorf("bare sqlite: %w", err)
 		}
-		b.file = filepath.Join(dir, "nats-sink-bench-bare-"+b.id+".db")
+		// Next to the sink's database: the same disk.
+		b.file = filepath.Join(filepath.Dir(abs), "nats-sink-bench-bare-"+b.id+".db")
 		db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=page_size(16384)&_journal_mode=%s&_synchronous=%s",
 			b.file, c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous)))
 		if err != nil {
