@@ -211,7 +211,7 @@ func openBare(ctx context.Context, opener sink.Opener, lookup func(string) (stri
 		// Next to the sink's database: the same disk.
 		b.file = filepath.Join(filepath.Dir(abs), "nats-sink-bench-bare-"+b.id+".db")
 		db, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=page_size(16384)&_journal_mode=%s&_synchronous=%s",
-			b.file, c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous)))
+			strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(b.file), c.BusyTimeoutMS, strings.ToUpper(c.JournalMode), strings.ToUpper(c.Synchronous)))
 		if err != nil {
 			return nil, fmt.Errorf("bare sqlite: %w", err)
 		}
