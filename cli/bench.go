@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,6 +55,9 @@ type benchOptions struct {
 	keys    *benchKeys
 	// versus holds the comparisons of phases (by name) with others.
 	versus map[string]benchVersus
+	// cpu holds each phase's CPU per round (bench_cpu.go).
+	mu  sync.Mutex
+	cpu map[string][]cpuSample
 
 	// cfg is the --config file, loaded; explicit records which flags were
 	// given, so that --batch-size and --in-flight override the file only
@@ -179,7 +183,7 @@ func runBench(env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
 		return exitRuntime
 	}
-	printBench(env.Stdout, o.format, header, rounds, o.versus)
+	printBench(env.Stdout, o.format, header, rounds, o.versus, o.cpuPerMessage)
 	return exitOK
 }
 
@@ -451,6 +455,7 @@ func (o *benchOptions) ceiling(ctx context.Context, t *benchTarget) (benchRow, e
 	if err != nil {
 		return benchRow{}, fmt.Errorf("create ceiling consumer: %w", err)
 	}
+	mark := markCPU(nil)
 	start := time.Now()
 	acked := 0
 	for acked < o.messages {
@@ -471,7 +476,9 @@ func (o *benchOptions) ceiling(ctx context.Context, t *benchTarget) (benchRow, e
 	if err := t.nc.Flush(); err != nil {
 		return benchRow{}, err
 	}
-	return benchRow{"consume+ack ceiling", o.messages, time.Since(start).Seconds()}, nil
+	elapsed := time.Since(start)
+	o.noteCPU("consume+ack ceiling", mark)
+	return benchRow{"consume+ack ceiling", o.messages, elapsed.Seconds()}, nil
 }
 
 // bareFiles creates the same number of files the file sink would, the same
@@ -619,8 +626,11 @@ func median(xs []float64) float64 {
 
 // printBench writes the table: one row per phase, the medians of the
 // rounds, and with more than one round each round's % of its ceiling.
-func printBench(w io.Writer, format, header string, rounds [][]benchRow, versus map[string]benchVersus) {
+func printBench(w io.Writer, format, header string, rounds [][]benchRow, versus map[string]benchVersus, cpu cpuFunc) {
 	phases := summariseVersus(rounds, versus)
+	if cpu == nil {
+		cpu = func(string, int) (float64, float64, bool, bool) { return 0, 0, false, false }
+	}
 	if format == "json" {
 		var list []any
 		for _, p := range phases {
@@ -641,6 +651,13 @@ func printBench(w io.Writer, format, header string, rounds [][]benchRow, versus 
 					each[i] = v
 				}
 				item["ratio"] = map[string]any{"versus": versusText(p), "median": p.Ratio, "rounds": each}
+			}
+			if self, db, hasDB, ok := cpu(p.Phase, p.Msgs); ok {
+				c := map[string]any{"bench_process": self}
+				if hasDB {
+					c["database_processes"] = db
+				}
+				item["cpu_us_per_message"] = c
 			}
 			list = append(list, item)
 		}
@@ -687,7 +704,26 @@ func printBench(w io.Writer, format, header string, rounds [][]benchRow, versus 
 		}
 		fmt.Fprintln(w, line)
 	}
+	first = true
+	for _, p := range phases {
+		self, db, hasDB, ok := cpu(p.Phase, p.Msgs)
+		if !ok {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nCPU µs PER MESSAGE (median of rounds; bench process incl. embedded NATS and SQLite; database server processes)")
+			first = false
+		}
+		line := fmt.Sprintf("%-32s %8.1f", p.Phase, self)
+		if hasDB {
+			line += fmt.Sprintf(" %8.1f", db)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
+
+// cpuFunc reports a phase's CPU per message (benchOptions.cpuPerMessage).
+type cpuFunc func(phase string, msgs int) (self, db float64, hasDB, ok bool)
 
 // redactURL drops user information from a URL before it is printed.
 func redactURL(u string) string {
@@ -731,6 +767,7 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runErr := make(chan error, 1)
+	mark := markCPU(o.dbProcesses(sinkType))
 	start := time.Now()
 	go func() { runErr <- p.Run(runCtx) }()
 	c, err := t.js.Consumer(ctx, t.stream, consumer)
@@ -754,6 +791,7 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 		}
 	}
 	elapsed := time.Since(start)
+	o.noteCPU(phaseName(sinkType, variant), mark)
 	stop()
 	<-runErr
 	return benchRow{phaseName(sinkType, variant), o.messages, elapsed.Seconds()}, nil

@@ -516,6 +516,7 @@ func (b *bareDB) phase(ctx context.Context, o *benchOptions, t *benchTarget, met
 		})
 	}
 	ready.Wait() // connections and statements before the clock
+	mark := markCPU(o.dbProcesses(b.d.String()))
 	began := time.Now()
 	close(start)
 feed:
@@ -529,6 +530,7 @@ feed:
 	close(work)
 	done.Wait()
 	elapsed := time.Since(began)
+	o.noteCPU(fmt.Sprintf("%s (bare, %s)", b.d, method), mark)
 	close(errs)
 	if err := <-errs; err != nil {
 		return benchRow{}, fmt.Errorf("bare %s (%s): %w", b.d, method, err)

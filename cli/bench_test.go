@@ -217,6 +217,12 @@ func TestBenchFanoutGate(t *testing.T) {
 		"--sink", "fanout-null-null", "--sink", "fanout-file-sqlite", "--bare-sql", "off", "--keep")
 	wantPhases(t, rows, n, "pipeline (null)", "pipeline (fanout-null-null)", "pipeline (file)", "pipeline (sqlite)", "pipeline (fanout-file-sqlite)")
 	wantVersus(t, rows, "pipeline (fanout-null-null)", "pipeline (null)")
+	for _, p := range []string{"consume+ack ceiling", "pipeline (null)", "pipeline (fanout-null-null)"} {
+		c, _ := rows[p]["cpu_us_per_message"].(map[string]any)
+		if _, ok := c["bench_process"].(float64); !ok || c["database_processes"] != nil {
+			t.Errorf("row %q: cpu_us_per_message = %v, want the bench process's only", p, rows[p]["cpu_us_per_message"])
+		}
+	}
 	wantVersus(t, rows, "pipeline (fanout-file-sqlite)", "slowest of pipeline (file), pipeline (sqlite)")
 	dir := keptDirs(t, tmp, "fanout-file-sqlite-sink-")[0]
 	if recs := fileRecords(t, filepath.Join(dir, "a")); len(recs) != n {
@@ -464,6 +470,12 @@ func TestBenchBareServers(t *testing.T) {
 			}
 			wantPhases(t, rows, n, append(bare, "pipeline ("+tc.dialect+")")...)
 			wantVersus(t, rows, "pipeline ("+tc.dialect+")", "fastest of "+strings.Join(bare, ", "))
+			for _, p := range append(bare, "pipeline ("+tc.dialect+")") {
+				c, _ := rows[p]["cpu_us_per_message"].(map[string]any)
+				if _, ok := c["database_processes"].(float64); !ok {
+					t.Errorf("row %q: cpu_us_per_message = %v, want the database's", p, rows[p]["cpu_us_per_message"])
+				}
+			}
 			if got, err := srv.query("select count(*) from " + srv.quote(table)); err != nil || len(got) != 1 || got[0] != strconv.Itoa(n) {
 				t.Errorf("pipeline table holds %v rows (%v), want %d", got, err, n)
 			}
@@ -543,7 +555,7 @@ func TestBenchRatios(t *testing.T) {
 		t.Errorf("a phase without comparison has ratio %v", got[1].Ratio)
 	}
 	var b bytes.Buffer
-	printBench(&b, "text", "title", rounds, versus)
+	printBench(&b, "text", "title", rounds, versus, nil)
 	for _, want := range []string{
 		"0.50× pipeline (x) vs fastest of x (bare, a), x (bare, b) (rounds 0.50 0.75 0.10)",
 		"0.50× pipeline (f) vs slowest of x (bare, a), x (bare, b) (rounds 0.50 0.60 0.10)",
