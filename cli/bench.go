@@ -112,7 +112,7 @@ func runBench(env *Env, args []string) int {
 	fs.BoolVar(&o.replay, "replay", false, "after each pipeline phase, replay the whole stream into a fresh destination of that sink (nats-sink replay)")
 	var integrity stringList
 	fs.Var(&integrity, "integrity", "run every pipeline phase once per variant: off, hmac, ed25519, custody or all (comma-separated or repeatable; the publisher then signs every message)")
-	fs.StringVar(&o.bareSQL, "bare-sql", "best", "bare phases of a SQL sink (sqlite, postgres, mysql): best, all, off, or methods (copy, unnest, values, prepared), comma-separated")
+	fs.StringVar(&o.bareSQL, "bare-sql", "best", "bare phases of a SQL sink (sqlite, postgres, mysql): best, all, off, or methods (copy, unnest, values, values100, prepared), comma-separated; --keep keeps the bare table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server included when embedded) to FILE")
 	pos, code := parseFlags(env, fs, args)
 	if code >= 0 {
