@@ -58,7 +58,7 @@ var bareMethodsOf = map[sqlmodel.Dialect][]string{
 var bestBare = map[sqlmodel.Dialect]string{
 	sqlmodel.Postgres: "copy",
 	sqlmodel.MySQL:    "values100",
-	sqlmodel.SQLite:   "values",
+	sqlmodel.SQLite:   "values100",
 }
 
 // bareMethods checks a --bare-sql value and returns the methods it names
