@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,7 +28,6 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sink"
-	"github.com/nats-sinks/nats-sink/sinks/builtin"
 	"github.com/nats-sinks/nats-sink/sinks/file"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
@@ -46,6 +46,18 @@ type benchOptions struct {
 	keep         bool
 	rounds       int
 	replay       bool
+	// integrity lists the integrity variants each pipeline phase runs in
+	// (bench_integrity.go); empty means off only.
+	integrity []string
+	// bareSQL selects the bare SQL phases (bench_sql.go): "best", "all",
+	// "off" or a comma-separated list of methods.
+	bareSQL string
+	keys    *benchKeys
+	// versus holds the comparisons of phases (by name) with others.
+	versus map[string]benchVersus
+	// cpu holds each phase's CPU per round (bench_cpu.go).
+	mu  sync.Mutex
+	cpu map[string][]cpuSample
 
 	// cfg is the --config file, loaded; explicit records which flags were
 	// given, so that --batch-size and --in-flight override the file only
@@ -59,6 +71,15 @@ type benchRow struct {
 	Phase   string
 	Msgs    int
 	Seconds float64
+}
+
+// benchVersus names the phases of the same round a phase is compared
+// with: its ratio is its rate to the fastest of them (or, with Slowest,
+// the slowest), printed below the table. It depends on the phase's name
+// only, so one map serves every round.
+type benchVersus struct {
+	Names   []string
+	Slowest bool
 }
 
 func (r benchRow) rate() float64 {
@@ -83,12 +104,15 @@ func runBench(env *Env, args []string) int {
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 256, "JSON payload size in bytes")
 	fs.IntVar(&o.batchSize, "batch-size", 500, "delivery.batch_size")
 	fs.IntVar(&o.inFlight, "in-flight", 4, "delivery.max_in_flight_batches")
-	fs.Var(&sinks, "sink", "null, file, sqlite or segments, or fanout-file-file / fanout-file-sqlite (a fanout sink over two required targets: two fsync'ed file sinks, or a file sink and SQLite) (with --config: null or its sink type); repeatable, one pipeline phase each")
+	fs.Var(&sinks, "sink", "null, file, sqlite or segments, or fanout-null-null / fanout-file-file / fanout-file-sqlite (a fanout sink over two required targets: two null sinks, two fsync'ed file sinks, or a file sink and SQLite; each target also runs alone) (with --config: null or its sink type); repeatable, one pipeline phase each")
 	fs.BoolVar(&o.encrypt, "encrypt", false, "encrypt all subjects with a random key")
 	fs.StringVar(&o.format, "format", "text", "text or json")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stream and temporary files")
 	fs.IntVar(&o.rounds, "rounds", 1, "repeat every phase this many times, each round on a fresh stream, and report medians")
 	fs.BoolVar(&o.replay, "replay", false, "after each pipeline phase, replay the whole stream into a fresh destination of that sink (nats-sink replay)")
+	var integrity stringList
+	fs.Var(&integrity, "integrity", "run every pipeline phase once per variant: off, hmac, ed25519, custody or all (comma-separated or repeatable; the publisher then signs every message)")
+	fs.StringVar(&o.bareSQL, "bare-sql", "best", "bare phases of a SQL sink (sqlite, postgres, mysql): best, all, off, or methods (copy, unnest, values, values100, prepared), comma-separated; --keep keeps the bare table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server included when embedded) to FILE")
 	pos, code := parseFlags(env, fs, args)
 	if code >= 0 {
@@ -109,6 +133,13 @@ func runBench(env *Env, args []string) int {
 			o.inFlight = cfg.Delivery.MaxInFlightBatches
 		}
 	}
+	for _, v := range integrity {
+		for _, x := range strings.Split(v, ",") {
+			if x = strings.TrimSpace(x); x != "" && !slices.Contains(o.integrity, x) {
+				o.integrity = append(o.integrity, x)
+			}
+		}
+	}
 	o.sinks = sinks
 	if len(o.sinks) == 0 {
 		o.sinks = []string{"null"}
@@ -123,6 +154,10 @@ func runBench(env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "nats-sink bench: %v\n", err)
 		fs.Usage()
 		return exitConfig
+	}
+	o.sinks = withFanoutTargets(o.sinks)
+	if needsKeys(o.integrity) {
+		o.keys = newBenchKeys()
 	}
 	ctx, stop := env.Signals(context.Background())
 	defer stop()
@@ -148,7 +183,7 @@ func runBench(env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "Runtime error: %v\n", err)
 		return exitRuntime
 	}
-	printBench(env.Stdout, o.format, header, rounds)
+	printBench(env.Stdout, o.format, header, rounds, o.versus, o.cpuPerMessage)
 	return exitOK
 }
 
@@ -171,9 +206,17 @@ func (o *benchOptions) check() error {
 		switch {
 		case o.cfg != nil && s != "null" && s != o.cfg.Sink.Type:
 			return fmt.Errorf("--sink with --config must be null or the configuration's sink type %q (got %q)", o.cfg.Sink.Type, s)
-		case o.cfg == nil && s != "null" && s != "file" && s != "sqlite" && s != "segments" && s != "fanout-file-file" && s != "fanout-file-sqlite":
-			return fmt.Errorf("--sink must be null, file, sqlite or segments, or fanout-file-file or fanout-file-sqlite (got %q)", s)
+		case o.cfg == nil && s != "null" && s != "file" && s != "sqlite" && s != "segments" && fanoutTargets(s) == nil:
+			return fmt.Errorf("--sink must be null, file, sqlite or segments, or fanout-null-null, fanout-file-file or fanout-file-sqlite (got %q)", s)
 		}
+	}
+	for _, v := range o.integrity {
+		if !slices.Contains(integrityVariants, v) {
+			return fmt.Errorf("--integrity must be off, hmac, ed25519, custody or all (got %q)", v)
+		}
+	}
+	if _, err := bareMethods(o.bareSQL); err != nil {
+		return err
 	}
 	return nil
 }
@@ -258,6 +301,9 @@ func (o *benchOptions) run(ctx context.Context, env *Env) ([][]benchRow, string,
 		// ceiling still plain-ACKs: say so, since it changes every ratio.
 		header += ", ack confirmation on"
 	}
+	if len(o.integrity) > 0 {
+		header += ", integrity " + strings.Join(o.integrity, ",")
+	}
 	if o.rounds > 1 {
 		header += fmt.Sprintf(", %d rounds (medians)", o.rounds)
 	}
@@ -303,6 +349,10 @@ func (o *benchOptions) round(ctx context.Context, env *Env, t *benchTarget, r in
 	rows = append(rows, row)
 	limit := 10*time.Duration(row.Seconds*float64(time.Second)) + 30*time.Second
 
+	variants := o.integrity
+	if len(variants) == 0 {
+		variants = []string{"off"}
+	}
 	for i, s := range o.sinks {
 		if s == "file" {
 			row, err := o.bareFiles(ctx, t)
@@ -311,11 +361,38 @@ func (o *benchOptions) round(ctx context.Context, env *Env, t *benchTarget, r in
 			}
 			rows = append(rows, row)
 		}
-		row, err := o.pipeline(ctx, env, t, s, r*len(o.sinks)+i, limit)
+		bare, err := o.bareSQLPhases(ctx, env, t, s)
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, row)
+		rows = append(rows, bare...)
+		for j, v := range variants {
+			row, err := o.pipeline(ctx, env, t, s, v, fmt.Sprintf("%d-%d", r*len(o.sinks)+i, j), limit)
+			if err != nil {
+				return nil, err
+			}
+			var vs benchVersus
+			switch {
+			case v != "off" && slices.Contains(variants, "off"):
+				vs.Names = []string{phaseName(s, "off")}
+			case len(bare) > 0:
+				for _, b := range bare {
+					vs.Names = append(vs.Names, b.Phase)
+				}
+			case fanoutTargets(s) != nil:
+				for _, target := range fanoutTargets(s) {
+					vs.Names = append(vs.Names, phaseName(target, v))
+				}
+				vs.Slowest = true
+			}
+			if len(vs.Names) > 0 {
+				if o.versus == nil {
+					o.versus = map[string]benchVersus{}
+				}
+				o.versus[row.Phase] = vs
+			}
+			rows = append(rows, row)
+		}
 		if o.replay {
 			row, err := o.replayPhase(ctx, env, t, s, r*len(o.sinks)+i)
 			if err != nil {
@@ -343,13 +420,22 @@ func (o *benchOptions) publish(ctx context.Context, t *benchTarget) (benchRow, e
 			return errors.New("publish: PubAcks did not arrive within 5 minutes")
 		}
 	}
+	previous := ""
 	for i := 0; i < o.messages; i++ {
 		if i > 0 && i%2000 == 0 {
 			if err := wait(); err != nil {
 				return benchRow{}, err
 			}
 		}
-		if _, err := t.js.PublishAsync(t.subject+".m", benchPayload(i, o.payloadBytes)); err != nil {
+		data := benchPayload(i, o.payloadBytes)
+		msg := &nats.Msg{Subject: t.subject + ".m", Data: data}
+		if o.keys != nil {
+			// Signed, with the chain link of the message before (none
+			// for the first).
+			msg.Header = o.keys.headers(msg.Subject, data, previous)
+			previous = chainLink(data)
+		}
+		if _, err := t.js.PublishMsgAsync(msg); err != nil {
 			return benchRow{}, fmt.Errorf("publish: %w", err)
 		}
 	}
@@ -369,6 +455,7 @@ func (o *benchOptions) ceiling(ctx context.Context, t *benchTarget) (benchRow, e
 	if err != nil {
 		return benchRow{}, fmt.Errorf("create ceiling consumer: %w", err)
 	}
+	mark := markCPU(nil)
 	start := time.Now()
 	acked := 0
 	for acked < o.messages {
@@ -389,7 +476,9 @@ func (o *benchOptions) ceiling(ctx context.Context, t *benchTarget) (benchRow, e
 	if err := t.nc.Flush(); err != nil {
 		return benchRow{}, err
 	}
-	return benchRow{"consume+ack ceiling", o.messages, time.Since(start).Seconds()}, nil
+	elapsed := time.Since(start)
+	o.noteCPU("consume+ack ceiling", mark)
+	return benchRow{"consume+ack ceiling", o.messages, elapsed.Seconds()}, nil
 }
 
 // bareFiles creates the same number of files the file sink would, the same
@@ -399,7 +488,7 @@ func (o *benchOptions) bareFiles(ctx context.Context, t *benchTarget) (benchRow,
 	if err != nil {
 		return benchRow{}, err
 	}
-	size := recordSize(t, o.payloadBytes)
+	size := recordSize(t, o.payloadBytes, o.keys)
 	fsync := true
 	if o.cfg != nil {
 		if fc, ok := o.cfg.Sink.Opener.(file.Config); ok {
@@ -414,10 +503,15 @@ func (o *benchOptions) bareFiles(ctx context.Context, t *benchTarget) (benchRow,
 }
 
 // recordSize is the size of the file record the file sink writes for a bench
-// message, so the bare loop writes as many bytes as the sink does.
-func recordSize(t *benchTarget, payloadBytes int) int {
+// message (signed when keys is set), so the bare loop writes as many bytes
+// as the sink does.
+func recordSize(t *benchTarget, payloadBytes int, keys *benchKeys) int {
 	reply := fmt.Sprintf("$JS.ACK.%s.bench-pipeline-0-file.1.100000.100000.%d.0", t.stream, time.Now().UnixNano())
-	e := intake.Build(intake.Message{Subject: t.subject + ".m", Reply: reply, Data: benchPayload(100000, payloadBytes)}, nil, time.Now())
+	msg := intake.Message{Subject: t.subject + ".m", Reply: reply, Data: benchPayload(100000, payloadBytes)}
+	if keys != nil {
+		msg.Header = keys.headers(msg.Subject, msg.Data, chainLink(msg.Data))
+	}
+	e := intake.Build(msg, nil, time.Now())
 	p, err := record.NormalisePayload(e, record.JSONOrEnvelope)
 	if err != nil {
 		return payloadBytes
@@ -438,14 +532,27 @@ type benchPhase struct {
 	Percent float64
 	// Percents holds each round's percentage.
 	Percents []float64
+	// Versus and Slowest are the phase's benchVersus; Ratio is the median
+	// over the rounds of the phase's rate to that round's fastest (or
+	// slowest) Versus phase, NaN without one; Ratios holds each round's.
+	Versus  []string
+	Slowest bool
+	Ratio   float64
+	Ratios  []float64
 }
 
 // summarise reduces rounds (each with the same phases in the same order)
 // to one benchPhase per phase.
-func summarise(rounds [][]benchRow) []benchPhase {
+func summarise(rounds [][]benchRow) []benchPhase { return summariseVersus(rounds, nil) }
+
+// summariseVersus is summarise with each phase's ratio to the phases
+// versus names for it.
+func summariseVersus(rounds [][]benchRow, versus map[string]benchVersus) []benchPhase {
 	var out []benchPhase
 	for i, first := range rounds[0] {
-		p := benchPhase{Phase: first.Phase, Msgs: first.Msgs, Percent: math.NaN()}
+		vs := versus[first.Phase]
+		p := benchPhase{Phase: first.Phase, Msgs: first.Msgs, Percent: math.NaN(),
+			Versus: vs.Names, Slowest: vs.Slowest, Ratio: math.NaN()}
 		var secs, rates []float64
 		for _, rows := range rounds {
 			r := rows[i]
@@ -453,14 +560,47 @@ func summarise(rounds [][]benchRow) []benchPhase {
 			if c := ceilingRate(rows); r.Phase != "publish" && c > 0 {
 				p.Percents = append(p.Percents, 100*r.rate()/c)
 			}
+			if b := versusRate(rows, vs.Names, vs.Slowest); b > 0 {
+				p.Ratios = append(p.Ratios, r.rate()/b)
+			}
 		}
 		p.Seconds, p.Rate = median(secs), median(rates)
 		if len(p.Percents) > 0 {
 			p.Percent = median(p.Percents)
 		}
+		if len(p.Ratios) > 0 {
+			p.Ratio = median(p.Ratios)
+		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// versusRate is the rate of the fastest (or, with slowest, the slowest)
+// of the named phases in rows, 0 when none is there.
+func versusRate(rows []benchRow, names []string, slowest bool) float64 {
+	best := 0.0
+	for _, r := range rows {
+		if !slices.Contains(names, r.Phase) || r.rate() <= 0 {
+			continue
+		}
+		if best == 0 || (slowest && r.rate() < best) || (!slowest && r.rate() > best) {
+			best = r.rate()
+		}
+	}
+	return best
+}
+
+// versusText describes what a phase's ratio compares it with.
+func versusText(p benchPhase) string {
+	if len(p.Versus) == 1 {
+		return p.Versus[0]
+	}
+	which := "fastest"
+	if p.Slowest {
+		which = "slowest"
+	}
+	return which + " of " + strings.Join(p.Versus, ", ")
 }
 
 func ceilingRate(rows []benchRow) float64 {
@@ -486,8 +626,11 @@ func median(xs []float64) float64 {
 
 // printBench writes the table: one row per phase, the medians of the
 // rounds, and with more than one round each round's % of its ceiling.
-func printBench(w io.Writer, format, header string, rounds [][]benchRow) {
-	phases := summarise(rounds)
+func printBench(w io.Writer, format, header string, rounds [][]benchRow, versus map[string]benchVersus, cpu cpuFunc) {
+	phases := summariseVersus(rounds, versus)
+	if cpu == nil {
+		cpu = func(string, int) (float64, float64, bool, bool) { return 0, 0, false, false }
+	}
 	if format == "json" {
 		var list []any
 		for _, p := range phases {
@@ -502,13 +645,27 @@ func printBench(w io.Writer, format, header string, rounds [][]benchRow) {
 				}
 				item["rounds_percent_of_ceiling"] = each
 			}
+			if !math.IsNaN(p.Ratio) {
+				each := make([]any, len(p.Ratios))
+				for i, v := range p.Ratios {
+					each[i] = v
+				}
+				item["ratio"] = map[string]any{"versus": versusText(p), "median": p.Ratio, "rounds": each}
+			}
+			if self, db, hasDB, ok := cpu(p.Phase, p.Msgs); ok {
+				c := map[string]any{"bench_process": self}
+				if hasDB {
+					c["database_processes"] = db
+				}
+				item["cpu_us_per_message"] = c
+			}
 			list = append(list, item)
 		}
 		w.Write(append(jsonx.Marshal(map[string]any{"title": header, "rows": list}, jsonx.UTF8), '\n'))
 		return
 	}
 	fmt.Fprintln(w, header)
-	title := fmt.Sprintf("%-25s %-8s %-9s %-10s %s", "PHASE", "MSGS", "SECONDS", "MSGS/S", "% OF CEILING")
+	title := fmt.Sprintf("%-32s %-8s %-9s %-10s %s", "PHASE", "MSGS", "SECONDS", "MSGS/S", "% OF CEILING")
 	if len(rounds) > 1 {
 		title += "   ROUNDS (% OF CEILING)"
 	}
@@ -518,17 +675,55 @@ func printBench(w io.Writer, format, header string, rounds [][]benchRow) {
 		if !math.IsNaN(p.Percent) {
 			pct = fmt.Sprintf("%.1f", p.Percent)
 		}
-		line := fmt.Sprintf("%-25s %-8d %-9.3f %-10.0f %s", p.Phase, p.Msgs, p.Seconds, p.Rate, pct)
+		line := fmt.Sprintf("%-32s %-8d %-9.3f %-10.0f %s", p.Phase, p.Msgs, p.Seconds, p.Rate, pct)
 		if len(rounds) > 1 && len(p.Percents) > 0 && p.Phase != "consume+ack ceiling" {
 			each := make([]string, len(p.Percents))
 			for i, v := range p.Percents {
 				each[i] = fmt.Sprintf("%.1f", v)
 			}
-			line = fmt.Sprintf("%-70s %s", line, strings.Join(each, " "))
+			line = fmt.Sprintf("%-77s %s", line, strings.Join(each, " "))
+		}
+		fmt.Fprintln(w, line)
+	}
+	first := true
+	for _, p := range phases {
+		if math.IsNaN(p.Ratio) {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nRATIO (median of rounds' rate ratios)")
+			first = false
+		}
+		line := fmt.Sprintf("%.2f× %s vs %s", p.Ratio, p.Phase, versusText(p))
+		if len(rounds) > 1 {
+			each := make([]string, len(p.Ratios))
+			for i, v := range p.Ratios {
+				each[i] = fmt.Sprintf("%.2f", v)
+			}
+			line += " (rounds " + strings.Join(each, " ") + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	first = true
+	for _, p := range phases {
+		self, db, hasDB, ok := cpu(p.Phase, p.Msgs)
+		if !ok {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nCPU µs PER MESSAGE (median of rounds; bench process incl. embedded NATS and SQLite; database server processes)")
+			first = false
+		}
+		line := fmt.Sprintf("%-32s %8.1f", p.Phase, self)
+		if hasDB {
+			line += fmt.Sprintf(" %8.1f", db)
 		}
 		fmt.Fprintln(w, line)
 	}
 }
+
+// cpuFunc reports a phase's CPU per message (benchOptions.cpuPerMessage).
+type cpuFunc func(phase string, msgs int) (self, db float64, hasDB, ok bool)
 
 // redactURL drops user information from a URL before it is printed.
 func redactURL(u string) string {
@@ -557,9 +752,9 @@ func (nullSink) Stop(context.Context) error { return nil }
 
 // pipeline runs one full runner with the given sink over all messages and
 // times it until the consumer's ack floor reaches the last message.
-func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, sinkType string, i int, limit time.Duration) (benchRow, error) {
-	consumer := fmt.Sprintf("bench-pipeline-%d-%s", i, sinkType)
-	cfg, po, err := o.phaseConfig(env, t, sinkType, consumer)
+func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, sinkType, variant, id string, limit time.Duration) (benchRow, error) {
+	consumer := fmt.Sprintf("bench-pipeline-%s-%s", id, sinkType)
+	cfg, po, err := o.variantConfig(env, t, sinkType, consumer, variant)
 	if err != nil {
 		return benchRow{}, err
 	}
@@ -572,6 +767,7 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	runErr := make(chan error, 1)
+	mark := markCPU(o.dbProcesses(sinkType))
 	start := time.Now()
 	go func() { runErr <- p.Run(runCtx) }()
 	c, err := t.js.Consumer(ctx, t.stream, consumer)
@@ -595,17 +791,36 @@ func (o *benchOptions) pipeline(ctx context.Context, env *Env, t *benchTarget, s
 		}
 	}
 	elapsed := time.Since(start)
+	o.noteCPU(phaseName(sinkType, variant), mark)
 	stop()
 	<-runErr
-	return benchRow{fmt.Sprintf("pipeline (%s)", sinkType), o.messages, elapsed.Seconds()}, nil
+	return benchRow{phaseName(sinkType, variant), o.messages, elapsed.Seconds()}, nil
+}
+
+// phaseName is the table's name of a pipeline phase.
+func phaseName(sinkType, variant string) string {
+	if variant == "" || variant == "off" {
+		return fmt.Sprintf("pipeline (%s)", sinkType)
+	}
+	return fmt.Sprintf("pipeline (%s, %s)", sinkType, variant)
 }
 
 // phaseConfig is the configuration and pipeline options of a phase with
 // the given sink on bench's stream, read by consumer.
 func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer string) (*config.Config, pipeline.Options, error) {
+	return o.variantConfig(env, t, sinkType, consumer, "off")
+}
+
+// variantConfig is phaseConfig with the integrity variant's
+// message_authenticity and custody sections (bench_integrity.go).
+func (o *benchOptions) variantConfig(env *Env, t *benchTarget, sinkType, consumer, variant string) (*config.Config, pipeline.Options, error) {
 	sinkJSON := `{"type": "file", "directory": "unused"}`
 	if o.cfg == nil && sinkType != "null" {
-		dir, err := os.MkdirTemp(t.tmp, sinkType+"-sink-")
+		prefix := sinkType + "-sink-"
+		if variant != "off" {
+			prefix = sinkType + "-" + variant + "-sink-"
+		}
+		dir, err := os.MkdirTemp(t.tmp, prefix)
 		if err != nil {
 			return nil, pipeline.Options{}, err
 		}
@@ -614,16 +829,22 @@ func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer 
 			sinkJSON = fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, dir)
 		case "sqlite":
 			sinkJSON = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
-		case "fanout-file-file", "fanout-file-sqlite":
+		case "fanout-null-null", "fanout-file-file", "fanout-file-sqlite":
 			// Every message to both targets, both required: the gate waits
 			// for the slower one.
-			second := fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, filepath.Join(dir, "b"))
-			if sinkType == "fanout-file-sqlite" {
-				second = fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, "bench.db"))
+			target := func(typ, name string) string {
+				switch typ {
+				case "file":
+					return fmt.Sprintf(`{"type": "file", "directory": %q, "fsync": true}`, filepath.Join(dir, name))
+				case "sqlite":
+					return fmt.Sprintf(`{"type": "sqlite", "path": %q}`, filepath.Join(dir, name+".db"))
+				}
+				return `{"type": "null"}`
 			}
+			ts := fanoutTargets(sinkType)
 			sinkJSON = fmt.Sprintf(`{"type": "fanout",
-  "sinks": {"a": {"type": "file", "directory": %q, "fsync": true}, "b": %s},
-  "routes": [{"name": "all", "match": {"subject": %q}, "targets": ["a", "b"]}]}`, filepath.Join(dir, "a"), second, t.subject+".>")
+  "sinks": {"a": %s, "b": %s},
+  "routes": [{"name": "all", "match": {"subject": %q}, "targets": ["a", "b"]}]}`, target(ts[0], "a"), target(ts[len(ts)-1], "b"), t.subject+".>")
 		case "segments":
 			sinkJSON = fmt.Sprintf(`{"type": "segments", "directory": %q, "fsync": true}`, dir)
 		}
@@ -633,8 +854,8 @@ func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer 
   "consumer_management": {"max_ack_pending": %d},
   "delivery": {"batch_size": %d, "max_in_flight_batches": %d, "batch_timeout_ms": 200},
   "logging": {"level": "ERROR"},
-  "encryption": {"enabled": %t, "key_b64_env": "NATS_SINKS_BENCH_KEY_B64"},
-  "sink": %s}`, t.stream, consumer, t.subject+".>", o.batchSize*(o.inFlight+1), o.batchSize, o.inFlight, o.encrypt, sinkJSON)
+  "encryption": {"enabled": %t, "key_b64_env": "NATS_SINKS_BENCH_KEY_B64"},%s
+  "sink": %s}`, t.stream, consumer, t.subject+".>", o.batchSize*(o.inFlight+1), o.batchSize, o.inFlight, o.encrypt, o.integrityJSON(t, variant), sinkJSON)
 	// --encrypt: a random key, given to this pipeline only.
 	key := make([]byte, 32)
 	rand.Read(key)
@@ -642,9 +863,12 @@ func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer 
 		if name == "NATS_SINKS_BENCH_KEY_B64" {
 			return base64.StdEncoding.EncodeToString(key), true
 		}
+		if v, ok := o.keys.lookup(name); ok {
+			return v, true
+		}
 		return env.Getenv(name)
 	}
-	cfg, err := config.Parse([]byte(doc), "bench", builtin.Registry(), config.Env(getenv))
+	cfg, err := config.Parse([]byte(doc), "bench", benchRegistry(), config.Env(getenv))
 	if err != nil {
 		return nil, pipeline.Options{}, fmt.Errorf("bench configuration: %w", err)
 	}
@@ -660,6 +884,9 @@ func (o *benchOptions) phaseConfig(env *Env, t *benchTarget, sinkType, consumer 
 		own.Metrics.Enabled = false
 		if o.encrypt {
 			own.Encryption = cfg.Encryption
+		}
+		if variant != "off" {
+			own.MessageAuthenticity, own.Custody = cfg.MessageAuthenticity, cfg.Custody
 		}
 		cfg = &own
 	}
