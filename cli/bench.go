@@ -29,6 +29,7 @@ import (
 	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sink"
 	"github.com/nats-sinks/nats-sink/sinks/file"
+	"github.com/nats-sinks/nats-sink/sinks/segments"
 	"github.com/nats-sinks/nats-sink/telemetry"
 )
 
@@ -890,9 +891,30 @@ func (o *benchOptions) variantConfig(env *Env, t *benchTarget, sinkType, consume
 		}
 		cfg = &own
 	}
+	// A sink that holds messages until their segment commits (Parquet, or
+	// any S3 target) needs room for its holds on the consumer: leave
+	// max_ack_pending to the pipeline, which sizes it from the sink's own
+	// limit (docs/segments.md).
+	if heldSegments(cfg.Sink) {
+		cfg.ConsumerManagement.MaxAckPending = nil
+	}
 	po := pipeline.Options{Env: config.Env(getenv), Logger: telemetry.NewLogger(env.Stderr, "text", "ERROR"), Conn: t.nc, Version: Version}
 	if sinkType == "null" {
 		po.Sink = nullSink{}
 	}
 	return cfg, po, nil
+}
+
+// heldSegments reports whether sc is a segments sink in held mode.
+func heldSegments(sc config.SinkConfig) bool {
+	var seg *segments.Config
+	switch c := sc.Opener.(type) {
+	case segments.Config:
+		seg = &c
+	case *segments.Config:
+		seg = c
+	default:
+		return false
+	}
+	return seg.Format == "parquet" || seg.Target == "s3"
 }
