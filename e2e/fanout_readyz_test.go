@@ -530,3 +530,79 @@ func TestFanoutOptionalTargetOutage(t *testing.T) {
 	exactlyOnce(t, "db (sqlite)", fanSQLiteSeqs(t, dbPath), fanSeqRange(1, last))
 	p.stop(t)
 }
+
+// TestFanoutRequiredTargetWithoutHealthcheck: a required HTTP target (the
+// HTTP sink has no health check) answers 401. The process pauses and
+// /readyz answers 503 with target:web unhealthy on every look while the
+// endpoint refuses: the probe is a real batch (half-open), so the process
+// never reports ready before a write to the target succeeded, and the
+// back-off between probe batches grows. Once healed, a probe batch
+// commits, /readyz is 200 and every message is in both targets.
+func TestFanoutRequiredTargetWithoutHealthcheck(t *testing.T) {
+	const stream, consumer = "FANNOHC", "fannohc"
+	ep := &fanToggleEndpoint{stored: map[uint64]int{}}
+	srv := httptest.NewServer(ep)
+	t.Cleanup(srv.Close)
+	s := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, s)
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: stream, Subjects: []string{"fannohc.>"}})
+	dbPath := filepath.Join(t.TempDir(), "fan.db")
+	addr := freeAddr(t)
+	cfg := fanWriteConfig(t, fmt.Sprintf(`{
+  "nats": {"url": %q, "stream": %q, "consumer": %q, "subject": "fannohc.>"},
+  "consumer_management": {"ack_wait_seconds": 30},
+  "delivery": {"batch_size": 10, "max_in_flight_batches": 1, "batch_timeout_ms": 50,
+               "retry_backoff_ms": 200, "retry_backoff_max_ms": 5000, "retry_jitter": "none"},
+  "logging": {"level": "WARNING"},
+  "metrics": {"enabled": true, "listen": %q},
+  "sinks": {
+    "db": {"type": "sqlite", "path": %q},
+    "web": {"type": "http", "url": %q, "allow_http_for_local_testing": true, "concurrency": 1, "request_timeout_seconds": 5}
+  },
+  "routing": {"enabled": true, "routes": [{"name": "all", "match": {"subject": "fannohc.>"}, "targets": ["db", "web"]}]},
+  "sink": {"type": "fanout"}
+}`, s.ClientURL(), stream, consumer, addr, dbPath, srv.URL))
+	p := start(t, cfg)
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", p.stderr.String())
+		}
+	}()
+	ep.set(true)
+	natstest.PublishN(t, js, "fannohc.events", 30, body)
+	fanWaitReady(t, addr, 10*time.Second, func(r fanReady) error {
+		if r.code != 503 || r.checks["target:web"] != "unhealthy" {
+			return fmt.Errorf("want 503 with target:web unhealthy")
+		}
+		return nil
+	})
+	// About 3 s of looks: back-offs of 0.2, 0.4, 0.8, 1.6 s give at most
+	// five probe batches, each sending one refused request.
+	refusedBefore, _ := ep.snapshot()
+	for look := range 60 {
+		time.Sleep(50 * time.Millisecond)
+		if r, err := fanGetReady(addr); err != nil || r.code != 503 || r.checks["target:web"] != "unhealthy" {
+			t.Fatalf("look %d: /readyz = %v (%v), want 503 with target:web unhealthy while the endpoint refuses", look, r, err)
+		}
+	}
+	refused, _ := ep.snapshot()
+	if n := refused - refusedBefore; n > 5 {
+		t.Errorf("%d refused requests in 3 s of outage, want at most 5 (probe batches at a growing back-off)", n)
+	}
+	ep.set(false)
+	fanWaitReady(t, addr, 15*time.Second, func(r fanReady) error {
+		if r.code != 200 || r.checks["target:web"] != "ok" || r.checks["sink"] != "ok" {
+			return fmt.Errorf("want 200 with sink and target:web ok")
+		}
+		return nil
+	})
+	natstest.WaitAckState(t, js, stream, consumer, 30, 0, 30*time.Second)
+	_, stored := ep.snapshot()
+	for seq := uint64(1); seq <= 30; seq++ {
+		if stored[seq] < 1 {
+			t.Errorf("message %d never reached the endpoint", seq)
+		}
+	}
+	exactlyOnce(t, "db (sqlite)", fanSQLiteSeqs(t, dbPath), fanSeqRange(1, 30))
+	p.stop(t)
+}

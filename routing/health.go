@@ -188,6 +188,23 @@ func (s *Sink) probeDelay(n int) time.Duration {
 	return min(time.Second<<min(n-1, 6), time.Minute)
 }
 
+// ProbeByWrite reports whether a target some route requires has an open
+// destination circuit and no health check (an HTTP target, say): the
+// process can then only be probed with a real batch, and the runner probes
+// half-open instead of calling Healthcheck.
+func (s *Sink) ProbeByWrite() bool {
+	for _, n := range s.names {
+		h := s.health[n]
+		h.mu.Lock()
+		down := h.open && h.required && h.hc == nil
+		h.mu.Unlock()
+		if down {
+			return true
+		}
+	}
+	return false
+}
+
 // healthcheck checks the targets some route (or the default targets)
 // requires, never an optional-only one: a down optional target must never
 // make the process unhealthy or keep its fetching paused

@@ -357,3 +357,29 @@ func TestHealthcheckIgnoresOptionalOnlyTargets(t *testing.T) {
 		t.Errorf("Healthcheck = %v with the required target failing, want sinks.x: auth failed", err)
 	}
 }
+
+// TestProbeByWrite: a required target without a health check whose circuit
+// is open makes the sink ask for a half-open probe batch; a commit closes
+// its circuit and ends that; an optional-only target never asks for it.
+func TestProbeByWrite(t *testing.T) {
+	dest := sink.Result{Outcome: sink.Destination, Err: errors.New("401")}
+	web := &fakeTarget{outcome: map[uint64]sink.Result{1: dest}}
+	side := &fakeTarget{outcome: map[uint64]sink.Result{1: dest}}
+	p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("web"), opt("side", 0, 1000)}}}}
+	s := newSink(t, p, map[string]*fakeTarget{"web": web, "side": side}, false)
+	if s.ProbeByWrite() {
+		t.Fatalf("ProbeByWrite before any failure = true")
+	}
+	s.WriteBatch(t.Context(), envs("a"))
+	if !s.ProbeByWrite() {
+		t.Errorf("ProbeByWrite with the required target down = false, want true")
+	}
+	delete(web.outcome, 1)
+	s.WriteBatch(t.Context(), envs("a"))
+	if diff := cmp.Diff(map[string]bool{"web": true, "side": false}, s.TargetHealth()); diff != "" {
+		t.Errorf("TargetHealth (-want +got):\n%s", diff)
+	}
+	if s.ProbeByWrite() {
+		t.Errorf("ProbeByWrite with only the optional-only target down = true, want false")
+	}
+}
