@@ -325,22 +325,26 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 func (p *Pipeline) runUntilDone(ctx context.Context) error {
-	err := p.runner.Run(ctx)
-	if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral || p.bound {
-		return err
+	for {
+		err := p.runner.Run(ctx)
+		if !errors.Is(err, runner.ErrConsumerNotFound) || p.spec.Mode == runner.ModeBindOnly || p.spec.Ephemeral || p.bound {
+			return err
+		}
+		// Every time, not once: an operator may delete the consumer again
+		// (a redeploy of the stream's tooling), and the mode says to create
+		// it whenever it is missing.
+		p.log.Warn("consumer disappeared; running consumer management again", "component", "consumer")
+		consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
+		if err != nil {
+			return err
+		}
+		p.log.Info("consumer ready", "component", "consumer", "action", action)
+		// A Runner runs once: build a new one with the same settings.
+		encrypt, settled := p.runner.Encrypt, p.runner.Settled
+		p.runner = newRunner(p.cfg, p, consumer, nil)
+		p.runner.Encrypt, p.runner.Settled = encrypt, settled
+		p.hooks.apply(p.runner)
 	}
-	p.log.Warn("consumer disappeared; running consumer management again", "component", "consumer")
-	consumer, action, err := runner.EnsureConsumer(ctx, p.js, p.spec)
-	if err != nil {
-		return err
-	}
-	p.log.Info("consumer ready", "component", "consumer", "action", action)
-	// A Runner runs once: build a new one with the same settings.
-	encrypt, settled := p.runner.Encrypt, p.runner.Settled
-	p.runner = newRunner(p.cfg, p, consumer, nil)
-	p.runner.Encrypt, p.runner.Settled = encrypt, settled
-	p.hooks.apply(p.runner)
-	return p.runner.Run(ctx)
 }
 
 // Close finishes the shutdown sequence after Run returned (docs/delivery.md#shutdown):

@@ -14,10 +14,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"github.com/nats-sinks/nats-sink/internal/urlcheck"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
@@ -280,40 +279,16 @@ func (c *Config) checkURL() string {
 	if c.URL == "" {
 		return "required"
 	}
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return "is not a valid URL"
+	r := urlcheck.Rules{
+		SchemeProblem:   "must use http or https",
+		UserInfoProblem: "must not include credentials; use sink.user and sink.password_env",
+		MaxPathLen:      2048,
+		AllowedHosts:    c.EndpointAllowedHosts,
 	}
-	host := strings.ToLower(u.Hostname())
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return fmt.Sprintf("must use http or https (got scheme %q)", u.Scheme)
-	case u.Opaque != "" || host == "":
-		return "must name a host"
-	case u.User != nil:
-		// Not echoed: user-info is where credentials hide.
-		return "must not include credentials; use sink.user and sink.password_env"
-	case u.RawQuery != "" || u.ForceQuery:
-		return "must not contain a query"
-	case u.Fragment != "" || strings.Contains(c.URL, "#"):
-		return "must not contain a fragment"
-	case len(u.EscapedPath()) > 2048:
-		return fmt.Sprintf("path must be at most 2048 characters (got %d)", len(u.EscapedPath()))
-	case u.Scheme == "http" && !c.AllowPlaintextHTTP && !isLocalHost(host):
-		return fmt.Sprintf("http is allowed only for localhost, 127.0.0.1 or ::1 unless allow_plaintext_http (got host %q)", host)
-	case len(c.EndpointAllowedHosts) > 0 && !slices.Contains(c.EndpointAllowedHosts, host):
-		return fmt.Sprintf("host %q is not in endpoint_allowed_hosts", host)
+	if !c.AllowPlaintextHTTP {
+		r.HTTPLoopbackProblem = "http is allowed only for localhost, 127.0.0.1 or ::1 unless allow_plaintext_http"
 	}
-	if p := u.Port(); p != "" {
-		if _, err := net.LookupPort("tcp", p); err != nil {
-			return fmt.Sprintf("invalid port %q", p)
-		}
-	}
-	return ""
-}
-
-func isLocalHost(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+	return r.Check(c.URL)
 }
 
 // PayloadReads returns the settings that read fields of the payload: in

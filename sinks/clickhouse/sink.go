@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/nats-sinks/nats-sink/internal/urlcheck"
 	"log/slog"
 	"net"
 	"net/http"
@@ -67,7 +68,7 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(c.URL)
-	if u.Scheme == "http" && !isLocalHost(strings.ToLower(u.Hostname())) {
+	if u.Scheme == "http" && !urlcheck.IsLoopbackName(strings.ToLower(u.Hostname())) {
 		log.Warn("clickhouse url uses plain http to a remote host: credentials and rows travel unencrypted", "host", u.Hostname())
 	}
 	if c.TLS.InsecureSkipVerify {

@@ -15,8 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/url"
+	"github.com/nats-sinks/nats-sink/internal/urlcheck"
 	"slices"
 	"strings"
 
@@ -233,42 +232,17 @@ func btoi(b bool) int {
 // message never contains raw's path or user-info: a URL read from url_env
 // or url_file is a secret.
 func checkURL(raw string, allowHTTP bool, allowedHosts []string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "is not a valid URL"
+	r := urlcheck.Rules{
+		SchemeProblem:       "must use https",
+		UserInfoProblem:     "must not contain user-info; send credentials with headers_env",
+		MaxPathLen:          2048,
+		HTTPLoopbackProblem: "http is allowed only for localhost, 127.0.0.1 or ::1",
+		AllowedHosts:        allowedHosts,
 	}
-	host := strings.ToLower(u.Hostname())
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return fmt.Sprintf("must use https (got scheme %q)", u.Scheme)
-	case u.Opaque != "" || host == "":
-		return "must name a host"
-	case u.User != nil:
-		// The value is not echoed: user-info is where credentials hide.
-		return "must not contain user-info; send credentials with headers_env"
-	case u.RawQuery != "" || u.ForceQuery:
-		return "must not contain a query"
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return "must not contain a fragment"
-	case len(u.EscapedPath()) > 2048:
-		return fmt.Sprintf("path must be at most 2048 characters (got %d)", len(u.EscapedPath()))
-	case u.Scheme == "http" && !allowHTTP:
-		return "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
-	case u.Scheme == "http" && !isLocalHost(host):
-		return fmt.Sprintf("http is allowed only for localhost, 127.0.0.1 or ::1 (got host %q)", host)
-	case len(allowedHosts) > 0 && !slices.Contains(allowedHosts, host):
-		return fmt.Sprintf("host %q is not in endpoint_allowed_hosts", host)
+	if !allowHTTP {
+		r.HTTPRefused = "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
 	}
-	if p := u.Port(); p != "" {
-		if _, err := net.LookupPort("tcp", p); err != nil {
-			return fmt.Sprintf("invalid port %q", p)
-		}
-	}
-	return ""
-}
-
-func isLocalHost(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+	return r.Check(raw)
 }
 
 // checkHeaderName returns the problem with a configured header name, or "".
