@@ -66,7 +66,11 @@ func brokerNATS(t *testing.T) (url string, js jetstream.JetStream) {
 func brokerDoc(natsURL string, sink map[string]any) *runDoc {
 	d := newRunDoc([]string{natsURL}, brkStream, brkConsumer, "brk.>", sink)
 	d.Consumer = map[string]any{"ack_wait_seconds": 10, "max_ack_pending": 4000}
-	d.Delivery = with(d.Delivery, "batch_size", 500, "max_in_flight_batches", 4)
+	// In-progress heartbeats: on a loaded machine a batch can take longer
+	// than AckWait, and the redelivery of a message still being written
+	// would be a duplicate no kill caused, beyond the kill tests' bound.
+	d.Delivery = with(d.Delivery, "batch_size", 500, "max_in_flight_batches", 4,
+		"in_progress", map[string]any{"enabled": true, "interval_ms": 2000})
 	return d
 }
 
@@ -96,6 +100,11 @@ func killRun(t *testing.T, natsURL string, js jetstream.JetStream, cfg string, n
 	ctx := context.Background()
 	for round, share := range []float64{0.05 + 0.35*rng.Float64(), 0.5 + 0.4*rng.Float64()} {
 		p := start(t, cfg)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("round %d stderr:\n%s", round, p.stderr.String())
+			}
+		})
 		target := uint64(share * float64(n))
 		deadline := time.Now().Add(2 * time.Minute)
 		for {

@@ -32,6 +32,16 @@ import (
 // messages, more fault rounds, longer outages.
 func soak() bool { return os.Getenv("NATS_SINKS_SOAK") == "1" }
 
+// scaled is ci messages in the default run and full with NATS_SINKS_SOAK=1:
+// the issue-sized runs (100,000 messages and more) keep CI within its time
+// budget in their smaller form and run in full on demand.
+func scaled(ci, full int) int {
+	if soak() {
+		return full
+	}
+	return ci
+}
+
 // runDoc is a run configuration under construction: the sections of
 // config.md as maps, so each test states only what differs.
 type runDoc struct {

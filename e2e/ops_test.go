@@ -99,12 +99,12 @@ func streamState(t *testing.T, js jetstream.JetStream, stream, subject string) (
 
 var replaySummary = regexp.MustCompile(`Stream replay (complete|incomplete): stream=\S+ first_seq=(\d+) end_seq=(\d+) messages=(\d+) written=(\d+) duplicates=(\d+) dead_lettered=(\d+) failed=(\d+) elapsed=\S+`)
 
-// TestReplayFile replays 50,000 messages into the file sink on a named
+// TestReplayFile replays 20,000 messages (50,000 with NATS_SINKS_SOAK=1) into the file sink on a named
 // consumer, interrupts the first replay with SIGINT, resumes it, and checks
 // that the directory holds exactly one record per message and that no
 // replay consumer remains.
 func TestReplayFile(t *testing.T) {
-	const n = 50000
+	n := scaled(20000, 50000)
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "REPLAY", Subjects: []string{"replay.>"}})
@@ -150,12 +150,12 @@ func TestReplayFile(t *testing.T) {
 	}
 }
 
-// TestReplayPostgres replays 50,000 messages into PostgreSQL twice: the
+// TestReplayPostgres replays 20,000 messages (50,000 with NATS_SINKS_SOAK=1) into PostgreSQL twice: the
 // table holds exactly one row per message, the second replay included (the
 // default upsert rewrites the same rows; insert_ignore reports them as
 // duplicates).
 func TestReplayPostgres(t *testing.T) {
-	const n = 50000
+	n := scaled(20000, 50000)
 	dsn := natstest.Service(t, postgresDSNEnv)
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)

@@ -46,7 +46,7 @@ func verifyLake(t *testing.T, lake string, expect string) (verifyReport, string)
 // was committed. After the restarts and a drain, every sequence is present
 // and no open segment is left.
 func TestSegmentsParquetCrash(t *testing.T) {
-	const n, kills = 50000, 2
+	n, kills := scaled(20000, 50000), 2
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})

@@ -211,6 +211,33 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 		return nil, "", &ConfigError{"consumer_management.mode", fmt.Sprintf("must be one of bind_only, create_if_missing, reconcile (got %q)", spec.Mode)}
 	}
 
+	// A create right after the consumer was deleted can meet the deletion
+	// still in progress: the server answers "consumer does not exist" to
+	// the create (seen against nats-server 2.15 on a loaded machine, after
+	// an operator deleted a running consumer). Start over, briefly.
+	for attempt := 1; ; attempt++ {
+		c, action, err := ensureDurable(ctx, js, spec, desired)
+		if !errors.Is(err, jetstream.ErrConsumerDoesNotExist) || attempt == deletionRetries {
+			return c, action, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, "", err
+		case <-time.After(deletionRetryWait):
+		}
+	}
+}
+
+// deletionRetries and deletionRetryWait bound how long EnsureConsumer waits
+// for a deletion in progress on the server to finish: about two seconds.
+const (
+	deletionRetries   = 10
+	deletionRetryWait = 200 * time.Millisecond
+)
+
+// ensureDurable looks the durable consumer up and binds, reconciles or
+// creates it.
+func ensureDurable(ctx context.Context, js jetstream.JetStream, spec ConsumerSpec, desired jetstream.ConsumerConfig) (jetstream.Consumer, string, error) {
 	c, err := js.Consumer(ctx, spec.Stream, spec.Name)
 	switch {
 	case err == nil:

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -175,5 +176,49 @@ func TestCheckBatchSize(t *testing.T) {
 				t.Errorf("CheckBatchSize(%d) = %q, want %q", tt.batch, got, tt.want)
 			}
 		})
+	}
+}
+
+// deletingJS answers the first refusals creates with the server's
+// "consumer does not exist", as a server does while a deletion of the
+// same consumer is still in progress.
+type deletingJS struct {
+	jetstream.JetStream
+	refusals int
+	creates  int
+}
+
+func (d *deletingJS) CreateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	d.creates++
+	if d.creates <= d.refusals {
+		return nil, jetstream.ErrConsumerDoesNotExist
+	}
+	return d.JetStream.CreateConsumer(ctx, stream, cfg)
+}
+
+// TestEnsureConsumerDeletionInProgress: a create refused with "consumer
+// does not exist" right after a deletion is tried again until the deletion
+// finished (a consumer deleted while the process ran failed the re-creation
+// with a runtime error before); a refusal that outlasts the wait is
+// returned as it came.
+func TestEnsureConsumerDeletionInProgress(t *testing.T) {
+	e := newEnv(t, true)
+	spec := ConsumerSpec{Stream: testStream, Name: testConsumer, Subject: "orders.>"}
+	js := &deletingJS{JetStream: e.js, refusals: 3}
+	if _, action, err := EnsureConsumer(t.Context(), js, spec); err != nil || action != ActionCreated {
+		t.Fatalf("EnsureConsumer() = %q, %v, want created after the deletion finished", action, err)
+	}
+	if js.creates != 4 {
+		t.Errorf("creates = %d, want 4 (three refused, one accepted)", js.creates)
+	}
+	if err := e.js.DeleteConsumer(t.Context(), testStream, testConsumer); err != nil {
+		t.Fatal(err)
+	}
+	js = &deletingJS{JetStream: e.js, refusals: deletionRetries}
+	if _, _, err := EnsureConsumer(t.Context(), js, spec); !errors.Is(err, jetstream.ErrConsumerDoesNotExist) {
+		t.Errorf("EnsureConsumer() = %v, want the refusal after %d attempts", err, deletionRetries)
+	}
+	if js.creates != deletionRetries {
+		t.Errorf("creates = %d, want %d", js.creates, deletionRetries)
 	}
 }

@@ -43,6 +43,15 @@ type Mapped struct {
 	// Insert and Delete are the per-row statements, set by Prepare once
 	// the table's column types are known.
 	Insert, Delete string
+	// Multi is PostgreSQL's multi-row statement for a group that Distinct
+	// accepts, binding one array per column of element type Elems[i];
+	// MultiReturning says a row can be left alone, and then MultiCheck,
+	// binding the key columns' arrays, returns the keys of the rows the
+	// transaction wrote (see prepareMulti). Set by Prepare on PostgreSQL
+	// only.
+	Multi, MultiCheck string
+	Elems             []ArrayElem
+	MultiReturning    bool
 }
 
 // MCol is one column of a mapped row: an audit field or a mapping column.
@@ -815,6 +824,9 @@ func (m *Model) Prepare(t *Table, found map[string]string) {
 		b.WriteString(d.Quote(c.Name) + " = " + ph(c))
 	}
 	mp.Delete = b.String()
+	if d == Postgres {
+		m.prepareMulti(t, found)
+	}
 }
 
 // pgCast is the placeholder cast of c on PostgreSQL: values pgx binds as

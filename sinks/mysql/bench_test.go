@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // BenchmarkWriteBatch measures committed messages per second into the test
@@ -40,4 +41,55 @@ func BenchmarkWriteBatch(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMappedWrite writes fresh batches of 1000 small mapped rows (a
+// bigint key, a ~230-byte text, the subject, the receive time and the
+// stream sequence as version column, upsert, so each INSERT first reads
+// the stored versions) and reports µs per row, wall time, server included.
+// (Measured against a private MariaDB 10.11: 14–18 µs of server CPU per
+// row with 100 or 300 rows per INSERT alike, so chunkRows stays.)
+func BenchmarkMappedWrite(b *testing.B) {
+	srv := testServer(b)
+	for _, layout := range []string{"mapped"} {
+		b.Run(layout, func(b *testing.B) {
+			c := versionedBench(srv, srv.table(b))
+			s := open(b, c)
+			pad := strings.Repeat("x", 256-len(`{"i":0000000000,"pad":""}`))
+			seq := uint64(0)
+			const size = 1000
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				in := make([]*sink.Envelope, size)
+				for i := range in {
+					seq++
+					in[i] = menv(seq, fmt.Sprintf(`{"i":%d,"pad":"%s"}`, 1000000000+seq, pad), nil)
+				}
+				b.StartTimer()
+				for i, r := range s.WriteBatch(b.Context(), in) {
+					if r.Outcome != sink.Committed {
+						b.Fatalf("message %d: %v (%v)", i, r.Outcome, r.Err)
+					}
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N*size)*1e6, "µs/row")
+		})
+	}
+}
+
+func versionedBench(srv *server, table string) Config {
+	c := srv.config(table)
+	c.Layout = sqlconfig.LayoutMapped
+	c.Idempotency = sqlconfig.Idempotency{Strategy: "mapping", Columns: []string{"i"}}
+	c.IncludeColumns = []string{"stream_sequence"}
+	vc := "stream_sequence"
+	c.VersionColumn = &vc
+	c.Mapping = []sqlconfig.MappingItem{
+		{Column: "i", Path: "/i", Type: "bigint", Required: true, EpochUnit: "ms"},
+		{Column: "pad", Path: "/pad", Type: "text", EpochUnit: "ms"},
+		{Column: "subj", Path: "$subject", Type: "text", EpochUnit: "ms"},
+		{Column: "at", Path: "$received_at", Type: "timestamp", EpochUnit: "ms"},
+	}
+	return c
 }

@@ -38,6 +38,7 @@ func classifyCode(mode sqlmodel.Mode, code uint16) class {
 	case 1048, // column cannot be null
 		1366, // incorrect value (e.g. invalid string for the character set)
 		1406, // data too long for column
+		1264, // [ext] out of range value for column (a narrower column than the mapping declares)
 		3140, // invalid JSON text (MySQL)
 		3819, // check constraint violated (MySQL)
 		4025, // CONSTRAINT failed (MariaDB CHECK, json_valid)

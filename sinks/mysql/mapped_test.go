@@ -228,3 +228,111 @@ func TestMappedEvolveTogether(t *testing.T) {
 		t.Errorf("columns = %s, want %s", cols, want)
 	}
 }
+
+// versionedConfig is a mapped upsert keyed by the payload's id, guarded by
+// version_column stream_sequence, deleting on header Op: delete.
+func versionedConfig(srv *server, table string) Config {
+	c := srv.config(table)
+	c.Layout = sqlconfig.LayoutMapped
+	c.Idempotency = sqlconfig.Idempotency{Strategy: "mapping", Columns: []string{"id"}}
+	c.IncludeColumns = []string{"stream_sequence"}
+	vc := "stream_sequence"
+	c.VersionColumn = &vc
+	header, equals := "Op", "delete"
+	c.DeleteWhen = &sqlconfig.DeleteWhen{Header: &header, Equals: &equals}
+	c.Mapping = []sqlconfig.MappingItem{
+		{Column: "id", Path: "/id", Type: "bigint", Required: true, EpochUnit: "ms"},
+		{Column: "v", Path: "/v", Type: "text", EpochUnit: "ms"},
+	}
+	return c
+}
+
+func storedRows(t *testing.T, srv *server, table string) string {
+	t.Helper()
+	return scalar(t, srv, "select group_concat(concat_ws('/', id, STREAM_SEQUENCE, coalesce(v, '-')) order by id separator ' ') from `"+table+"`")
+}
+
+var del = map[string][]string{"Op": {"delete"}}
+
+// TestMappedBatchShapes: batches of distinct keys, of repeated keys (one
+// multi-row INSERT, applied row after row) and with deletes in the middle
+// (the INSERTs around them, in order) give the rows and outcomes of
+// applying each message in order with the version guard.
+func TestMappedBatchShapes(t *testing.T) {
+	srv := testServer(t)
+	c := versionedConfig(srv, srv.table(t))
+	s := open(t, c)
+	check := func(name string, batch []*sink.Envelope, want []sink.Outcome, rows string) {
+		t.Helper()
+		res := s.WriteBatch(t.Context(), batch)
+		if got := outcomes(res); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: outcomes = %v, want %v (%v)", name, got, want, res)
+		}
+		if got := storedRows(t, srv, c.Table); got != rows {
+			t.Errorf("%s: rows = %s, want %s", name, got, rows)
+		}
+	}
+	C, D := sink.Committed, sink.Duplicate
+	check("distinct keys", []*sink.Envelope{
+		menv(10, `{"id":1,"v":"a"}`, nil), menv(11, `{"id":2,"v":"b"}`, nil), menv(12, `{"id":3}`, nil)},
+		[]sink.Outcome{C, C, C}, "1/10/a 2/11/b 3/12/-")
+	check("repeated keys", []*sink.Envelope{
+		menv(20, `{"id":1,"v":"c"}`, nil), menv(15, `{"id":1,"v":"old"}`, nil), menv(21, `{"id":1,"v":"d"}`, nil),
+		menv(22, `{"id":4,"v":"e"}`, nil), menv(9, `{"id":2,"v":"older"}`, nil)},
+		[]sink.Outcome{C, D, C, C, D}, "1/21/d 2/11/b 3/12/- 4/22/e")
+	check("delete in the middle", []*sink.Envelope{
+		menv(30, `{"id":2,"v":"f"}`, nil), menv(31, `{"id":2}`, del), menv(32, `{"id":3}`, del),
+		menv(33, `{"id":3,"v":"g"}`, nil), menv(34, `{"id":5}`, del)},
+		[]sink.Outcome{C, C, C, C, C}, "1/21/d 3/33/g 4/22/e")
+	check("redelivery", []*sink.Envelope{menv(33, `{"id":3,"v":"g"}`, nil), menv(22, `{"id":4,"v":"e"}`, nil)},
+		[]sink.Outcome{D, D}, "1/21/d 3/33/g 4/22/e")
+	var many []*sink.Envelope
+	var want []sink.Outcome
+	for i := range 250 { // three INSERTs of up to chunkRows rows
+		many = append(many, menv(uint64(100+i), fmt.Sprintf(`{"id":%d,"v":"m"}`, 10+i%120), nil))
+		want = append(want, C)
+	}
+	many = append(many, menv(1, `{"id":1,"v":"stale"}`, nil))
+	want = append(want, D)
+	res := s.WriteBatch(t.Context(), many)
+	if got := outcomes(res); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("250 rows: outcomes = %v", got)
+	}
+	if got := scalar(t, srv, "select concat(count(*), '/', max(STREAM_SEQUENCE)) from `"+c.Table+"` where id >= 10"); got != "120/349" {
+		t.Errorf("250 rows over 120 keys: count/max = %s, want 120/349", got)
+	}
+}
+
+// TestMappedMultiPoison: a value that does not convert fails its message
+// alone and the rest commit in the same call; a value the database refuses
+// fails the whole INSERT Shared, and alone only that message fails.
+func TestMappedMultiPoison(t *testing.T) {
+	srv := testServer(t)
+	c := versionedConfig(srv, srv.table(t))
+	c.Mapping = append(c.Mapping, sqlconfig.MappingItem{Column: "amount", Path: "/amount", Type: "numeric(6,2)", EpochUnit: "ms"})
+	s := open(t, c)
+	res := s.WriteBatch(t.Context(), []*sink.Envelope{menv(1, `{"id":1,"amount":1}`, nil), menv(2, `{"id":2,"amount":"x"}`, nil), menv(3, `{"id":3,"amount":3}`, nil)})
+	if res[1].Outcome != sink.Permanent || res[1].Shared || !strings.Contains(res[1].Err.Error(), `mapping column "amount" (path "/amount")`) {
+		t.Errorf("poison = %+v, want unshared Permanent naming the column", res[1])
+	}
+	if res[0].Outcome != sink.Committed || res[2].Outcome != sink.Committed {
+		t.Errorf("others = %v, %v", res[0].Outcome, res[2].Outcome)
+	}
+	if _, err := srv.admin.ExecContext(t.Context(), "alter table `"+c.Table+"` modify amount decimal(3,2)"); err != nil {
+		t.Fatal(err)
+	}
+	batch := []*sink.Envelope{menv(4, `{"id":4,"amount":1}`, nil), menv(5, `{"id":5,"amount":50}`, nil), menv(6, `{"id":6,"amount":2}`, nil)}
+	for i, r := range s.WriteBatch(t.Context(), batch) {
+		if r.Outcome != sink.Permanent || !r.Shared {
+			t.Errorf("batch [%d] = %v shared %v (%v), want Shared Permanent", i, r.Outcome, r.Shared, r.Err)
+		}
+	}
+	for i, want := range []sink.Outcome{sink.Committed, sink.Permanent, sink.Committed} {
+		if r := s.WriteBatch(t.Context(), batch[i:i+1])[0]; r.Outcome != want {
+			t.Errorf("alone [%d] = %v (%v), want %v", i, r.Outcome, r.Err, want)
+		}
+	}
+	if got, want := storedRows(t, srv, c.Table), "1/1/- 3/3/- 4/4/- 6/6/-"; got != want {
+		t.Errorf("rows = %s, want %s", got, want)
+	}
+}

@@ -66,10 +66,13 @@ func chunks(rows []*sqlmodel.Row) [][]*sqlmodel.Row {
 // per value a 2-byte type, a NULL-bitmap bit, and the value (8 bytes for an
 // integer, a length prefix of at most 9 bytes plus the bytes for a string).
 func rowSize(r *sqlmodel.Row) int {
-	n := 2*len(r.Values) + (len(r.Values)+7)/8
-	for _, v := range r.Values {
+	vals := values(r)
+	n := 2*len(vals) + (len(vals)+7)/8
+	for _, v := range vals {
 		switch v := v.(type) {
 		case string:
+			n += 9 + len(v)
+		case []byte:
 			n += 9 + len(v)
 		case nil:
 		default:
@@ -80,11 +83,23 @@ func rowSize(r *sqlmodel.Row) int {
 }
 
 func args(rows []*sqlmodel.Row) []any {
-	out := make([]any, 0, len(rows)*int(sqlmodel.NumFields))
+	if len(rows) == 0 {
+		return nil
+	}
+	out := make([]any, 0, len(rows)*len(values(rows[0])))
 	for _, r := range rows {
-		out = append(out, r.Values[:]...)
+		out = append(out, values(r)...)
 	}
 	return out
+}
+
+// values returns the bound values of r: a mapped row's, else the audit
+// row's.
+func values(r *sqlmodel.Row) []any {
+	if r.Table != nil && r.Table.Mapped != nil {
+		return r.M
+	}
+	return r.Values[:]
 }
 
 // stmtKey names one prepared statement: table and row count.

@@ -119,6 +119,11 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		}
 		return nil, fmt.Errorf("mysql %s: %w", s.addr, s.classify(sanitize(err)))
 	}
+	for _, t := range model.Tables {
+		if t.Mapped != nil {
+			s.stmts[t] = mappedStatement(model, t) // Insert is set by StartMapped
+		}
+	}
 	return s, nil
 }
 
@@ -349,50 +354,205 @@ func (t *tx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	return fresh, nil
 }
 
-// execMapped writes a mapped group one statement per row, in delivery
-// order (repeated keys and deletes apply in order), each text prepared once
-// per transaction. insert_ignore reads the warnings after every row, as the
-// audit layout does.
+// execMapped writes a mapped group in delivery order: each run of rows
+// between deletes goes in multi-row INSERTs of chunkRows rows (see
+// mappedStatement: repeated keys apply in order), each delete as its own
+// statement where it comes. insert_ignore reads the warnings after every
+// INSERT, as the audit layout does. Rows are Duplicate where the count
+// proves it (see statement.effective).
 func (t *tx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
-	stmts := sqlmodel.MappedStmts(g)
-	affected := make([]int64, len(stmts))
-	prepared := map[string]*sql.Stmt{}
+	st := t.s.stmts[g.Table]
+	var deleteStmt *sql.Stmt
 	defer func() {
-		for _, st := range prepared {
-			st.Close()
+		if deleteStmt != nil {
+			deleteStmt.Close()
 		}
 	}()
-	for i, st := range stmts {
-		ps, ok := prepared[st.SQL]
-		if !ok {
-			var err error
-			if ps, err = t.c.Tx.PrepareContext(ctx, st.SQL); err != nil {
-				return 0, sanitize(err)
+	var fresh int64
+	write := func(rows []*sqlmodel.Row) error {
+		for _, chunk := range chunks(rows) {
+			start := time.Now()
+			var pred *prediction
+			if st.versions != nil {
+				var err error
+				if pred, err = t.predict(ctx, g.Table, chunk); err != nil {
+					return fmt.Errorf("rows %d…%d of the batch: read versions: %w", chunk[0].Index, chunk[len(chunk)-1].Index, sanitize(err))
+				}
 			}
-			prepared[st.SQL] = ps
-		}
-		start := time.Now()
-		res, err := ps.ExecContext(ctx, st.Args...)
-		t.s.m.Execute.Observe(time.Since(start).Seconds())
-		if err != nil {
-			return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, sanitize(err))
-		}
-		if t.s.model.Mode == sqlmodel.InsertIgnore && !g.Rows[i].Delete {
-			if err := t.checkWarnings(ctx); err != nil {
-				return 0, fmt.Errorf("row %d of the batch: %w", g.Rows[i].Index, err)
+			res, err := t.exec(ctx, stmtKey{g.Table, len(chunk)}, args(chunk))
+			t.s.m.Execute.Observe(time.Since(start).Seconds())
+			if err != nil {
+				return fmt.Errorf("rows %d…%d of the batch: %w", chunk[0].Index, chunk[len(chunk)-1].Index, sanitize(err))
 			}
+			if t.s.model.Mode == sqlmodel.InsertIgnore {
+				if err := t.checkWarnings(ctx); err != nil {
+					return fmt.Errorf("rows %d…%d of the batch: %w", chunk[0].Index, chunk[len(chunk)-1].Index, err)
+				}
+			}
+			affected, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if pred != nil && pred.affected == affected {
+				for i, r := range chunk {
+					r.Duplicate = pred.dup[i]
+				}
+				fresh += int64(len(chunk) - pred.dups)
+				continue
+			}
+			n, _ := st.effective(chunk, affected)
+			fresh += n
 		}
-		if affected[i], err = res.RowsAffected(); err != nil {
+		return nil
+	}
+	run := 0
+	for i, r := range g.Rows {
+		if !r.Delete {
+			continue
+		}
+		if err := write(g.Rows[run:i]); err != nil {
 			return 0, err
 		}
+		run = i + 1
+		if deleteStmt == nil {
+			var err error
+			if deleteStmt, err = t.c.Tx.PrepareContext(ctx, g.Table.Mapped.Delete); err != nil {
+				return 0, sanitize(err)
+			}
+		}
+		start := time.Now()
+		_, err := deleteStmt.ExecContext(ctx, r.M...)
+		t.s.m.Execute.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return 0, fmt.Errorf("row %d of the batch: %w", r.Index, sanitize(err))
+		}
+		fresh++ // a delete is never a duplicate
 	}
-	return sqlmodel.ApplyAffected(g, affected), nil
+	if err := write(g.Rows[run:]); err != nil {
+		return 0, err
+	}
+	return fresh, nil
 }
 
-// exec runs the statement for k: the cached one (which database/sql
-// prepares on this connection the first time it runs here), or else one
-// prepared for this transaction alone and closed when it ends.
-func (t *tx) exec(ctx context.Context, k stmtKey, args []any) (sql.Result, error) {
+// A prediction is what a chunk of mapped upserts with a version_column
+// will do, from the versions stored before it: the affected-row count
+// MySQL will report (1 per insert, 2 per update, 0 per row the guard
+// leaves alone) and which rows are left alone.
+type prediction struct {
+	affected int64
+	dup      []bool
+	dups     int
+}
+
+// predict reads the stored version of every key of chunk (a consistent,
+// non-locking read in the transaction, so it adds no lock another batch
+// could wait for) and applies the rows to them in order as the version
+// guard will. The caller trusts it only when the INSERT's count matches:
+// a concurrent writer, or keys the column's collation folds together,
+// make it differ, and then the count alone decides (see
+// statement.effective).
+func (t *tx) predict(ctx context.Context, tb *sqlmodel.Table, chunk []*sqlmodel.Row) (*prediction, error) {
+	mp := tb.Mapped
+	keys := map[string]int{}
+	var kargs []any
+	rowKeys := make([]string, len(chunk))
+	for i, r := range chunk {
+		k, ok := sqlmodel.MappedKey(r, mp.NKey)
+		if !ok {
+			return nil, nil
+		}
+		rowKeys[i] = k
+		if _, seen := keys[k]; !seen {
+			keys[k] = len(keys)
+			kargs = append(kargs, r.M[:mp.NKey]...)
+		}
+	}
+	st, err := t.stmt(ctx, stmtKey{tb, -len(keys)})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, kargs...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	// stored holds each present key's version text (nil: SQL NULL).
+	stored := map[string]*string{}
+	vals := make([]*string, mp.NKey+1)
+	dest := make([]any, len(vals))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	var b strings.Builder
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		b.Reset()
+		for _, v := range vals[:mp.NKey] {
+			if v == nil {
+				return nil, nil
+			}
+			b.WriteString(strconv.Itoa(len(*v)) + ":" + *v)
+		}
+		stored[b.String()] = vals[mp.NKey]
+		vals = make([]*string, mp.NKey+1)
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	p := &prediction{dup: make([]bool, len(chunk))}
+	for i, r := range chunk {
+		v, ok := versionText(r.M[mp.Version])
+		if !ok {
+			return nil, nil
+		}
+		old, present := stored[rowKeys[i]]
+		switch {
+		case !present:
+			p.affected++
+		case old == nil || newer(v, *old):
+			p.affected += 2
+		default:
+			p.dup[i] = true
+			p.dups++
+			continue
+		}
+		stored[rowKeys[i]] = &v
+	}
+	return p, nil
+}
+
+// versionText is a bound version value as MySQL's cast to char renders
+// it: an integer's digits, a datetime(6) as bound ("YYYY-MM-DD
+// HH:MM:SS.ffffff").
+func versionText(v any) (string, bool) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case string:
+		return x, true
+	}
+	return "", false
+}
+
+// newer reports whether version a is greater than b: integers by value,
+// datetimes (fixed width) by their text.
+func newer(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 == nil && err2 == nil {
+		return x > y
+	}
+	return a > b
+}
+
+// stmt returns the prepared statement for k in this transaction (see
+// exec).
+func (t *tx) stmt(ctx context.Context, k stmtKey) (*sql.Stmt, error) {
 	st, ok := t.stmts[k]
 	if !ok {
 		if shared := t.s.prep.get(k); shared != nil {
@@ -405,6 +565,17 @@ func (t *tx) exec(ctx context.Context, k stmtKey, args []any) (sql.Result, error
 			t.missed = append(t.missed, k)
 		}
 		t.stmts[k] = st
+	}
+	return st, nil
+}
+
+// exec runs the statement for k: the cached one (which database/sql
+// prepares on this connection the first time it runs here), or else one
+// prepared for this transaction alone and closed when it ends.
+func (t *tx) exec(ctx context.Context, k stmtKey, args []any) (sql.Result, error) {
+	st, err := t.stmt(ctx, k)
+	if err != nil {
+		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
 }

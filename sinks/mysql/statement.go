@@ -28,6 +28,46 @@ type statement struct {
 	// delivery), which lets the affected-row count tell updates apart.
 	update          int
 	storedAtUpdated bool
+	// mapped is set for a mapped table (see mappedStatement); versions,
+	// when set, reads the key and version_column of n rows (see
+	// tx.predict).
+	mapped   bool
+	versions func(n int) string
+}
+
+// mappedStatement is the multi-row form of mapped table t's per-row INSERT
+// (sqlmodel's Mapped.Insert: "… values (?, …)" and its on duplicate key
+// clause), whose row tuple is repeated for each row of a chunk. MySQL
+// applies the rows of one INSERT one after another, each seeing the ones
+// before it, exactly as the per-row statements would: a repeated key
+// updates the row an earlier tuple inserted, under the same version guard.
+func mappedStatement(m *sqlmodel.Model, t *sqlmodel.Table) statement {
+	ins := t.Mapped.Insert
+	i := strings.Index(ins, " values (") + len(" values ")
+	j := i + strings.IndexByte(ins[i:], ')') + 1
+	st := statement{mode: m.Mode, head: ins[:i], row: ins[i:j], tail: ins[j:], verb: string(m.Mode),
+		update: len(t.Mapped.Update), mapped: true}
+	mp := t.Mapped
+	if m.Mode == sqlmodel.Upsert && len(mp.Update) > 0 && mp.Version >= 0 {
+		d := m.Dialect
+		var cols, keys []string
+		for _, c := range mp.Cols[:mp.NKey] {
+			cols = append(cols, "cast("+d.Quote(c.Name)+" as char)")
+			keys = append(keys, d.Quote(c.Name))
+		}
+		head := "select " + strings.Join(cols, ", ") + ", cast(" + d.Quote(mp.Cols[mp.Version].Name) + " as char) from " + d.Quote(t.Name) + " where "
+		one := "?"
+		if len(keys) > 1 {
+			head += "(" + strings.Join(keys, ", ") + ") in ("
+			one = "(" + strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", ") + ")"
+		} else {
+			head += keys[0] + " in ("
+		}
+		st.versions = func(n int) string {
+			return head + strings.TrimSuffix(strings.Repeat(one+", ", n), ", ") + ")"
+		}
+	}
+	return st
 }
 
 func newStatement(m *sqlmodel.Model, t *sqlmodel.Table) statement {
@@ -58,8 +98,12 @@ func newStatement(m *sqlmodel.Model, t *sqlmodel.Table) statement {
 	return st
 }
 
-// text returns the statement for n rows.
+// text returns the statement for n rows; a negative n is the versions
+// query for -n keys.
 func (st statement) text(n int) string {
+	if n < 0 {
+		return st.versions(-n)
+	}
 	var b strings.Builder
 	b.Grow(len(st.head) + n*(len(st.row)+2) + len(st.tail))
 	b.WriteString(st.head)
@@ -89,6 +133,17 @@ func (st statement) effective(rows []*sqlmodel.Row, affected int64) (fresh int64
 	switch {
 	case st.mode != sqlmodel.Upsert && st.mode != sqlmodel.InsertIgnore:
 		return affected, false
+	case st.mapped && st.mode == sqlmodel.Upsert && st.update > 0:
+		// A mapped row that updates a business key's row is a new
+		// version, not a duplicate: only a row left unchanged (an older
+		// version, equal values) is one, and the count proves that only
+		// when no row changed. Otherwise every row is reported
+		// Committed, which is safe, as both outcomes are acknowledged.
+		if affected == 0 {
+			all()
+			return 0, false
+		}
+		return n, false
 	case st.mode == sqlmodel.InsertIgnore || st.update == 0:
 		if affected == 0 {
 			all()

@@ -3,6 +3,8 @@ package postgres
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 	"github.com/nats-sinks/nats-sink/internal/sqlmodel"
 	"github.com/nats-sinks/nats-sink/sink"
+	"github.com/nats-sinks/nats-sink/sqlconfig"
 )
 
 // BenchmarkWriteBatch writes fresh batches of 256-byte JSON payloads into
@@ -113,4 +116,83 @@ func BenchmarkServerInsert(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N*rows)*1e6, "µs/row")
 		})
 	}
+}
+
+// BenchmarkMappedWrite writes fresh batches of 1000 small mapped rows (a
+// bigint key, a ~230-byte text, the subject, the receive time and the
+// stream sequence as version column, upsert) through WriteBatch, and
+// compares the write paths of a group: one statement per row pipelined
+// (path=rows) and the multi-row unnest statement (path=multi). µs/row is
+// wall time, server included.
+func BenchmarkMappedWrite(b *testing.B) {
+	dsn := natstest.Service(b, dsnEnv)
+	for _, path := range []string{"rows", "multi"} {
+		b.Run("path="+path, func(b *testing.B) {
+			c := benchMappedConfig(b, dsn)
+			s := open(b, c)
+			mp := s.model.Tables[0].Mapped
+			switch path {
+			case "rows":
+				mp.Multi = ""
+			}
+			pad := strings.Repeat("x", 256-len(`{"i":0000000000,"pad":""}`))
+			seq := uint64(0)
+			const size = 1000
+			server := backendTicks(b, s)
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				in := make([]*sink.Envelope, size)
+				for i := range in {
+					seq++
+					in[i] = env("bench.x", "B", seq, "", fmt.Sprintf(`{"i":%d,"pad":"%s"}`, 1000000000+seq, pad))
+				}
+				b.StartTimer()
+				for i, r := range s.WriteBatch(b.Context(), in) {
+					if r.Outcome != sink.Committed {
+						b.Fatalf("message %d: %v (%v)", i, r.Outcome, r.Err)
+					}
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N*size)*1e6, "µs/row")
+			b.ReportMetric(float64(backendTicks(b, s)-server)*1e4/float64(b.N*size), "server-µs/row")
+		})
+	}
+}
+
+// backendTicks sums the CPU time (utime + stime, in clock ticks of 10 ms)
+// of the server processes behind the sink's idle pooled connections, read
+// from /proc: the server runs on this machine in the benchmark setup.
+func backendTicks(b *testing.B, s *Sink) int64 {
+	var sum int64
+	for _, c := range s.pool.AcquireAllIdle(b.Context()) {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Conn().PgConn().PID()))
+		c.Release()
+		if err != nil {
+			b.Skipf("server CPU not readable: %v", err)
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += u + k
+	}
+	return sum
+}
+
+// benchMappedConfig is the mapped layout of the bench configuration in
+// docs/performance.md#sql-mapped-layout-issue-16.
+func benchMappedConfig(b *testing.B, dsn string) Config {
+	c := baseConfig(b, dsn)
+	c.Layout = sqlconfig.LayoutMapped
+	c.Idempotency = sqlconfig.Idempotency{Strategy: "mapping", Columns: []string{"i"}}
+	c.IncludeColumns = []string{"stream_sequence"}
+	vc := "stream_sequence"
+	c.VersionColumn = &vc
+	c.Mapping = []sqlconfig.MappingItem{
+		{Column: "i", Path: "/i", Type: "bigint", Required: true, EpochUnit: "ms"},
+		{Column: "pad", Path: "/pad", Type: "text", EpochUnit: "ms"},
+		{Column: "subj", Path: "$subject", Type: "text", EpochUnit: "ms"},
+		{Column: "at", Path: "$received_at", Type: "timestamp", EpochUnit: "ms"},
+	}
+	return c
 }

@@ -252,3 +252,194 @@ func TestMappedEvolveTogether(t *testing.T) {
 		t.Errorf("columns = %s, want %s", cols, want)
 	}
 }
+
+// versionedConfig is a mapped upsert keyed by the payload's id, guarded by
+// version_column stream_sequence, deleting on header Op: delete.
+func versionedConfig(t *testing.T, dsn string) Config {
+	c := baseConfig(t, dsn)
+	c.Layout = sqlconfig.LayoutMapped
+	c.Idempotency = sqlconfig.Idempotency{Strategy: "mapping", Columns: []string{"id"}}
+	c.IncludeColumns = []string{"stream_sequence"}
+	vc := "stream_sequence"
+	c.VersionColumn = &vc
+	header, equals := "Op", "delete"
+	c.DeleteWhen = &sqlconfig.DeleteWhen{Header: &header, Equals: &equals}
+	c.Mapping = []sqlconfig.MappingItem{
+		{Column: "id", Path: "/id", Type: "bigint", Required: true, EpochUnit: "ms"},
+		{Column: "v", Path: "/v", Type: "text", EpochUnit: "ms"},
+	}
+	return c
+}
+
+// storedRows reads table's rows as "id/stream_sequence/v", ordered by id.
+func storedRows(t *testing.T, dsn, table string) string {
+	t.Helper()
+	conn := db(t, dsn)
+	rows, err := conn.Query(t.Context(), "select id, stream_sequence, coalesce(v, '-') from "+table+" order by id")
+	must(t, err)
+	var got []string
+	for rows.Next() {
+		var id, seq int64
+		var v string
+		must(t, rows.Scan(&id, &seq, &v))
+		got = append(got, fmt.Sprintf("%d/%d/%s", id, seq, v))
+	}
+	must(t, rows.Err())
+	return strings.Join(got, " ")
+}
+
+var del = map[string][]string{"Op": {"delete"}}
+
+// TestMappedBatchShapes: a batch of distinct keys (one multi-row
+// statement), one with repeated keys and one with a delete in the middle
+// (one statement per row) give the rows and outcomes of applying each
+// message in order with the version guard: an older version is Duplicate,
+// the newest one wins, a delete removes what came before it in the batch
+// and the writes after it re-create the row.
+func TestMappedBatchShapes(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := versionedConfig(t, dsn)
+	s := open(t, c)
+	check := func(name string, batch []*sink.Envelope, want []sink.Outcome, rows string) {
+		t.Helper()
+		res := s.WriteBatch(t.Context(), batch)
+		if got := outcomes(res); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: outcomes = %v, want %v (%v)", name, got, want, res)
+		}
+		if got := storedRows(t, dsn, c.Table); got != rows {
+			t.Errorf("%s: rows = %s, want %s", name, got, rows)
+		}
+	}
+	C, D := sink.Committed, sink.Duplicate
+	check("distinct keys", []*sink.Envelope{
+		menv(10, `{"id":1,"v":"a"}`, nil), menv(11, `{"id":2,"v":"b"}`, nil), menv(12, `{"id":3}`, nil)},
+		[]sink.Outcome{C, C, C}, "1/10/a 2/11/b 3/12/-")
+	check("repeated keys", []*sink.Envelope{
+		menv(20, `{"id":1,"v":"c"}`, nil), menv(15, `{"id":1,"v":"old"}`, nil), menv(21, `{"id":1,"v":"d"}`, nil),
+		menv(22, `{"id":4,"v":"e"}`, nil), menv(9, `{"id":2,"v":"older"}`, nil)},
+		[]sink.Outcome{C, D, C, C, D}, "1/21/d 2/11/b 3/12/- 4/22/e")
+	check("delete in the middle", []*sink.Envelope{
+		menv(30, `{"id":2,"v":"f"}`, nil), menv(31, `{"id":2}`, del), menv(32, `{"id":3}`, del),
+		menv(33, `{"id":3,"v":"g"}`, nil), menv(34, `{"id":5}`, del)},
+		[]sink.Outcome{C, C, C, C, C}, "1/21/d 3/33/g 4/22/e")
+}
+
+// TestMappedMultiDuplicates: in a batch of distinct keys, the rows the
+// version guard leaves alone (an older or equal version) are Duplicate and
+// the others Committed and stored; a redelivered batch is all Duplicate;
+// insert_ignore reports the keys already present.
+func TestMappedMultiDuplicates(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := versionedConfig(t, dsn)
+	s := open(t, c)
+	first := []*sink.Envelope{menv(10, `{"id":1,"v":"a"}`, nil), menv(10, `{"id":2,"v":"b"}`, nil), menv(10, `{"id":3,"v":"c"}`, nil)}
+	if got := outcomes(s.WriteBatch(t.Context(), first)); fmt.Sprint(got) != "[committed committed committed]" {
+		t.Fatalf("first batch = %v", got)
+	}
+	C, D := sink.Committed, sink.Duplicate
+	for _, tc := range []struct {
+		name  string
+		batch []*sink.Envelope
+		want  []sink.Outcome
+		rows  string
+	}{
+		{"mixed", []*sink.Envelope{menv(5, `{"id":1,"v":"x"}`, nil), menv(20, `{"id":2,"v":"y"}`, nil),
+			menv(10, `{"id":3,"v":"z"}`, nil), menv(21, `{"id":4,"v":"w"}`, nil)},
+			[]sink.Outcome{D, C, D, C}, "1/10/a 2/20/y 3/10/c 4/21/w"},
+		{"redelivery", first, []sink.Outcome{D, D, D}, "1/10/a 2/20/y 3/10/c 4/21/w"},
+	} {
+		if got := outcomes(s.WriteBatch(t.Context(), tc.batch)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: outcomes = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := storedRows(t, dsn, c.Table); got != tc.rows {
+			t.Errorf("%s: rows = %s, want %s", tc.name, got, tc.rows)
+		}
+	}
+	s.Stop(t.Context())
+
+	c.VersionColumn = nil
+	c.Mode = "insert_ignore"
+	c.AutoCreate = false
+	s = open(t, c)
+	res := s.WriteBatch(t.Context(), []*sink.Envelope{menv(40, `{"id":4,"v":"q"}`, nil), menv(41, `{"id":5,"v":"r"}`, nil)})
+	if got := outcomes(res); fmt.Sprint(got) != fmt.Sprint([]sink.Outcome{D, C}) {
+		t.Errorf("insert_ignore: outcomes = %v (%v)", got, res)
+	}
+	if got, want := storedRows(t, dsn, c.Table), "1/10/a 2/20/y 3/10/c 4/21/w 5/41/r"; got != want {
+		t.Errorf("insert_ignore: rows = %s, want %s", got, want)
+	}
+}
+
+// TestMappedMultiKeyTypes: a composite key of every kind a key may have
+// (text, timestamp, date, numeric, uuid) goes through the multi-row
+// statement, and the rows it leaves alone are told apart from the rows it
+// writes by their keys as the server renders them.
+func TestMappedMultiKeyTypes(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := baseConfig(t, dsn)
+	c.Layout = sqlconfig.LayoutMapped
+	cols := []string{"k", "at", "d", "n", "u"}
+	c.Idempotency = sqlconfig.Idempotency{Strategy: "mapping", Columns: cols}
+	c.IncludeColumns = []string{"stream_sequence"}
+	vc := "stream_sequence"
+	c.VersionColumn = &vc
+	for i, typ := range []string{"text", "timestamp", "date", "numeric(10,2)", "uuid"} {
+		c.Mapping = append(c.Mapping, sqlconfig.MappingItem{Column: cols[i], Path: "/" + cols[i], Type: typ, Required: true, EpochUnit: "ms"})
+	}
+	s := open(t, c)
+	row := func(seq uint64, k string) *sink.Envelope {
+		return menv(seq, `{"k":"`+k+`","at":"2026-05-29T12:00:00.123456789+02:00","d":"0999-01-02","n":7.5,"u":"0E2A6C4E-1C6B-4E37-9D2B-1A5F0C3E9B7D"}`, nil)
+	}
+	if got := outcomes(s.WriteBatch(t.Context(), []*sink.Envelope{row(10, "a"), row(10, "b")})); fmt.Sprint(got) != "[committed committed]" {
+		t.Fatalf("first batch = %v", got)
+	}
+	res := s.WriteBatch(t.Context(), []*sink.Envelope{row(5, "a"), row(11, "b"), row(12, "c")})
+	if got, want := fmt.Sprint(outcomes(res)), fmt.Sprint([]sink.Outcome{sink.Duplicate, sink.Committed, sink.Committed}); got != want {
+		t.Errorf("outcomes = %v, want %v (%v)", got, want, res)
+	}
+	var got string
+	must(t, db(t, dsn).QueryRow(t.Context(), "select string_agg(k || '/' || stream_sequence, ' ' order by k) from "+c.Table).Scan(&got))
+	if want := "a/10 b/11 c/12"; got != want {
+		t.Errorf("rows = %s, want %s", got, want)
+	}
+}
+
+// TestMappedMultiPoison: in a batch of distinct keys, a value that does
+// not convert fails its message alone (unshared) and the others commit in
+// the same call; a value the database refuses fails the whole statement
+// Shared, and written one at a time only that message fails.
+func TestMappedMultiPoison(t *testing.T) {
+	dsn := natstest.Service(t, dsnEnv)
+	c := versionedConfig(t, dsn)
+	c.Mapping = append(c.Mapping, sqlconfig.MappingItem{Column: "amount", Path: "/amount", Type: "numeric(6,2)", EpochUnit: "ms"})
+	s := open(t, c)
+	res := s.WriteBatch(t.Context(), []*sink.Envelope{menv(1, `{"id":1,"amount":1}`, nil), menv(2, `{"id":2,"amount":"x"}`, nil), menv(3, `{"id":3,"amount":3}`, nil)})
+	if res[1].Outcome != sink.Permanent || res[1].Shared || !strings.Contains(res[1].Err.Error(), `mapping column "amount" (path "/amount")`) {
+		t.Errorf("poison = %+v, want unshared Permanent naming the column", res[1])
+	}
+	if res[0].Outcome != sink.Committed || res[2].Outcome != sink.Committed {
+		t.Errorf("others = %v, %v", res[0].Outcome, res[2].Outcome)
+	}
+	if got, want := storedRows(t, dsn, c.Table), "1/1/- 3/3/-"; got != want {
+		t.Errorf("rows = %s, want %s", got, want)
+	}
+	// The column is narrowed behind the sink's back: 50.00 no longer fits.
+	must(t, func() error {
+		_, err := db(t, dsn).Exec(t.Context(), "alter table "+c.Table+" alter column amount type numeric(3,2)")
+		return err
+	}())
+	batch := []*sink.Envelope{menv(4, `{"id":4,"amount":1}`, nil), menv(5, `{"id":5,"amount":50}`, nil), menv(6, `{"id":6,"amount":2}`, nil)}
+	for i, r := range s.WriteBatch(t.Context(), batch) {
+		if r.Outcome != sink.Permanent || !r.Shared {
+			t.Errorf("batch [%d] = %v shared %v, want Shared Permanent", i, r.Outcome, r.Shared)
+		}
+	}
+	for i, want := range []sink.Outcome{sink.Committed, sink.Permanent, sink.Committed} {
+		if r := s.WriteBatch(t.Context(), batch[i:i+1])[0]; r.Outcome != want {
+			t.Errorf("alone [%d] = %v (%v), want %v", i, r.Outcome, r.Err, want)
+		}
+	}
+	if got, want := storedRows(t, dsn, c.Table), "1/1/- 3/3/- 4/4/- 6/6/-"; got != want {
+		t.Errorf("rows = %s, want %s", got, want)
+	}
+}

@@ -406,11 +406,19 @@ func (t *pgTx) Exec(ctx context.Context, g sqlmodel.Group) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// execMapped writes a mapped group one statement per row, in delivery
-// order (repeated keys and deletes apply in order), sent as one pipelined
-// batch: one round trip for the group, each statement prepared once per
-// connection.
+// execMapped writes a mapped group. A group without deletes or repeated
+// keys goes through one multi-row statement (see execMulti); any other
+// group is written one statement per row, in delivery order (repeated keys
+// and deletes apply in order), sent as one pipelined batch: one round trip
+// for the group, each statement prepared once per connection.
 func (t *pgTx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) {
+	if mp := g.Table.Mapped; mp.Multi != "" && len(g.Rows) > 1 {
+		if keys, ok := g.Distinct(); ok {
+			if params, ok := encodeMapped(g.Rows, mp.Elems); ok {
+				return t.execMulti(ctx, g, keys, params)
+			}
+		}
+	}
 	stmts := sqlmodel.MappedStmts(g)
 	var b pgx.Batch
 	for _, st := range stmts {
@@ -430,6 +438,90 @@ func (t *pgTx) execMapped(ctx context.Context, g sqlmodel.Group) (int64, error) 
 		return 0, err
 	}
 	return sqlmodel.ApplyAffected(g, affected), nil
+}
+
+// execMulti writes a mapped group whose keys are distinct (keys[i] is row
+// i's, see Group.Distinct) with one statement binding one array per
+// column: the server plans and executes one statement instead of one per
+// row (measured: docs/performance.md#sql-mapped-layout-issue-16). Each
+// row affects at most one table row, so the result is the one the per-row
+// statements give. Where a row can be left alone (an older version, or
+// nothing to update) and the count says some were, a second query reads
+// which keys this transaction wrote; the others are Duplicate, as a
+// per-row statement affecting nothing is. A value the database refuses
+// fails the whole statement, as it fails the pipelined batch: the runner
+// bisects the Shared result to its message.
+func (t *pgTx) execMulti(ctx context.Context, g sqlmodel.Group, keys []string, params [][]byte) (int64, error) {
+	mp := g.Table.Mapped
+	tag, err := t.execPrepared(ctx, mp.Multi, params, nil)
+	if err != nil {
+		return 0, err
+	}
+	n := int64(len(g.Rows))
+	switch affected := tag.RowsAffected(); {
+	case affected == n || !mp.MultiReturning:
+		return affected, nil
+	case affected == 0:
+		for _, r := range g.Rows {
+			r.Duplicate = true
+		}
+		return 0, nil
+	}
+	written := make(map[string]bool, len(keys))
+	var b strings.Builder
+	_, err = t.execPrepared(ctx, mp.MultiCheck, params[:mp.NKey], func(vals [][]byte) {
+		b.Reset()
+		for _, v := range vals {
+			b.WriteString(strconv.Itoa(len(v)))
+			b.WriteByte(':')
+			b.Write(v)
+		}
+		written[b.String()] = true
+	})
+	if err != nil {
+		return 0, err
+	}
+	matched := 0
+	for _, k := range keys {
+		if written[k] {
+			matched++
+		}
+	}
+	if matched != len(written) {
+		// A returned key matches no row (a char(n) key column pads the
+		// text, say): leave every row Committed, which is safe, as both
+		// outcomes are acknowledged.
+		return n, nil
+	}
+	for i, r := range g.Rows {
+		if !written[keys[i]] {
+			r.Duplicate = true
+			n--
+		}
+	}
+	return n, nil
+}
+
+// execPrepared runs sql (prepared once per connection under its own text)
+// with binary parameters, calling row, when set, with each result row's
+// values in text format.
+func (t *pgTx) execPrepared(ctx context.Context, sql string, params [][]byte, row func([][]byte)) (pgconn.CommandTag, error) {
+	conn := t.conn.Conn()
+	sd, err := conn.Prepare(ctx, sql, sql)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	formats := make([]int16, len(params))
+	for i := range formats {
+		formats[i] = pgx.BinaryFormatCode
+	}
+	rr := conn.PgConn().ExecPrepared(ctx, sd.Name, params, formats, nil)
+	for rr.NextRow() {
+		if row != nil {
+			row(rr.Values())
+		}
+	}
+	return rr.Close()
 }
 
 // markDuplicates marks the rows of g whose keys the statement did not
