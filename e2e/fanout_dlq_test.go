@@ -30,8 +30,7 @@ import (
 //     "fan-out routing selected no child sink target", no x-fanout-target,
 //     and is written nowhere;
 //   - both are acknowledged only after their DLQ record was published (the
-//     record reaches a subscriber on the binary's connection order before
-//     the ACK does);
+//     record reaches a subscriber before the ACK does);
 //   - the routable messages of the same batch are written and ACKed.
 func TestFanoutDeadLetters(t *testing.T) {
 	const stream, consumer = "FANDL", "fandl"
@@ -40,45 +39,63 @@ func TestFanoutDeadLetters(t *testing.T) {
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: stream, Subjects: []string{"fandl.>"}})
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "FANDL_DLQ", Subjects: []string{"dlq.fandl"}})
 
-	// One subscriber sees the DLQ publishes and the TERMs in the order the
-	// binary's connection sent them.
+	// One channel receives the DLQ publishes and the ACKs in the order the
+	// connection read them, which is the order the binary's connection sent
+	// them (callback subscriptions would each deliver on their own
+	// goroutine, in no common order).
 	var (
 		mu     sync.Mutex
 		events []string // "dlq <seq>" / "settle <seq>" (ACK or TERM)
 		recs   = map[uint64]*nats.Msg{}
 	)
-	if _, err := nc.Subscribe("dlq.fandl", func(m *nats.Msg) {
-		v, err := jsonx.Parse(m.Data)
+	ch := make(chan *nats.Msg, 64)
+	for _, subj := range []string{"dlq.fandl", "$JS.ACK." + stream + "." + consumer + ".>"} {
+		sub, err := nc.ChanSubscribe(subj, ch)
 		if err != nil {
-			t.Errorf("DLQ body is not JSON: %v", err)
-			return
+			t.Fatal(err)
 		}
-		var seq uint64
-		fmt.Sscan(string(v.(map[string]any)["stream_sequence"].(jsonx.Integer)), &seq)
-		mu.Lock()
-		events = append(events, fmt.Sprintf("dlq %d", seq))
-		recs[seq] = m
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
+		t.Cleanup(func() { sub.Unsubscribe() })
 	}
-	if _, err := nc.Subscribe("$JS.ACK."+stream+"."+consumer+".>", func(m *nats.Msg) {
-		seq, ok := ackSeq(m.Subject)
-		if !ok {
-			return
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		for {
+			var m *nats.Msg
+			select {
+			case m = <-ch:
+			case <-done:
+				return
+			}
+			if m.Subject == "dlq.fandl" {
+				v, err := jsonx.Parse(m.Data)
+				doc, _ := v.(map[string]any)
+				seq, _ := doc["stream_sequence"].(jsonx.Integer)
+				mu.Lock()
+				if err != nil {
+					events = append(events, "dlq body is not JSON")
+				}
+				var n uint64
+				fmt.Sscan(string(seq), &n)
+				events = append(events, fmt.Sprintf("dlq %d", n))
+				recs[n] = m
+				mu.Unlock()
+				continue
+			}
+			seq, ok := ackSeq(m.Subject)
+			if !ok {
+				continue
+			}
+			// ACK and TERM both settle a dead-lettered message; anything
+			// else (NAK, WPI) is recorded under its own name.
+			kind := "settle"
+			if b := string(m.Data); b != "" && b != "+ACK" && !strings.HasPrefix(b, "+TERM") {
+				kind = strings.TrimPrefix(b, "+")
+			}
+			mu.Lock()
+			events = append(events, fmt.Sprintf("%s %d", kind, seq))
+			mu.Unlock()
 		}
-		// ACK and TERM both settle a dead-lettered message; anything else
-		// (NAK, WPI) is recorded under its own name.
-		kind := "settle"
-		if b := string(m.Data); b != "" && b != "+ACK" && !strings.HasPrefix(b, "+TERM") {
-			kind = strings.TrimPrefix(b, "+")
-		}
-		mu.Lock()
-		events = append(events, fmt.Sprintf("%s %d", kind, seq))
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}()
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
