@@ -274,3 +274,127 @@ func TestDuckDBReadsParquetSegments(t *testing.T) {
 		t.Errorf("DuckDB DISTINCT ON returned %d rows, want %d", next-1, n)
 	}
 }
+
+// TestDuckDBReadsMappedColumns writes 20,000 Parquet rows with one mapped
+// column of each supported type; every 1,000th message carries a value
+// that does not convert and is rejected (Permanent ValidationError: the
+// runner dead-letters it). DuckDB sees the declared types and, for every
+// other message, the values the payload held.
+func TestDuckDBReadsMappedColumns(t *testing.T) {
+	const n = 20000
+	ctx := context.Background()
+	op, err := segments.Decode(json.RawMessage(`{"type":"segments","directory":"d","format":"parquet","partition":"",
+	  "mapping":[
+	    {"column":"name","path":"/name","type":"text"},
+	    {"column":"qty","path":"/qty","type":"bigint","required":true},
+	    {"column":"price","path":"/price","type":"double"},
+	    {"column":"ok","path":"/ok","type":"boolean"},
+	    {"column":"at","path":"/at","type":"timestamp","epoch_unit":"ms"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := op.(segments.Config)
+	c.Directory = filepath.Join(t.TempDir(), "lake")
+	s, err := segments.New(ctx, c, sink.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 5, 29, 10, 0, 0, 0, time.UTC)
+	bad := 0
+	var holds []sink.Hold
+	for first := uint64(1); first <= n; first += 500 {
+		var batch []*sink.Envelope
+		for seq := first; seq < first+500; seq++ {
+			e := envelope(seq)
+			qty := fmt.Sprint(seq)
+			if seq%1000 == 0 {
+				qty = `"many"`
+			}
+			e.Data = fmt.Appendf(nil, `{"name":"n%d","qty":%s,"price":%d.5,"ok":%t,"at":%d}`,
+				seq, qty, seq, seq%2 == 0, base.Add(time.Duration(seq)*time.Millisecond).UnixMilli())
+			batch = append(batch, e)
+		}
+		for i, r := range s.WriteBatch(ctx, batch) {
+			seq := batch[i].StreamSequence
+			switch {
+			case seq%1000 == 0:
+				if r.Outcome != sink.Permanent || r.ErrorType != sink.ValidationError {
+					t.Fatalf("seq %d (qty \"many\"): %v %s %v, want Permanent ValidationError", seq, r.Outcome, r.ErrorType, r.Err)
+				}
+				bad++
+			case r.Outcome != sink.Held:
+				t.Fatalf("seq %d: %v %v, want held", seq, r.Outcome, r.Err)
+			default:
+				holds = append(holds, r.Hold)
+			}
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range holds {
+		<-h.Done()
+		if h.Outcome() != sink.Committed {
+			t.Fatalf("hold %d: %v %v, want committed", i, h.Outcome(), h.Err())
+		}
+	}
+
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	src := fmt.Sprintf(`read_parquet('%s')`, filepath.Join(c.Directory, "*.parquet"))
+	types := map[string]string{}
+	rows, err := db.Query(`DESCRIBE SELECT * FROM ` + src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, typ string
+		var null, key, def, extra sql.NullString
+		if err := rows.Scan(&name, &typ, &null, &key, &def, &extra); err != nil {
+			t.Fatal(err)
+		}
+		types[name] = typ
+	}
+	rows.Close()
+	for col, want := range map[string]string{
+		"stream_name": "VARCHAR", "stream_sequence": "BIGINT", "labels": "VARCHAR[]",
+		"name": "VARCHAR", "qty": "BIGINT", "price": "DOUBLE", "ok": "BOOLEAN", "at": "TIMESTAMP WITH TIME ZONE",
+	} {
+		if types[col] != want {
+			t.Errorf("DuckDB type of %s = %q, want %q (all: %v)", col, types[col], want, types)
+		}
+	}
+	rows, err = db.Query(`SELECT stream_sequence, name, qty, price, ok, epoch_ns("at") FROM ` + src + ` ORDER BY stream_sequence`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var seq, qty, atNS int64
+		var name string
+		var price float64
+		var ok bool
+		if err := rows.Scan(&seq, &name, &qty, &price, &ok, &atNS); err != nil {
+			t.Fatal(err)
+		}
+		wantAt := base.Add(time.Duration(seq) * time.Millisecond).UnixNano()
+		if seq%1000 == 0 || name != fmt.Sprintf("n%d", seq) || qty != seq || price != float64(seq)+0.5 || ok != (seq%2 == 0) || atNS != wantAt {
+			t.Fatalf("seq %d: name %q qty %d price %v ok %v at %d ns; want n%d, %d, %d.5, %v, %d",
+				seq, name, qty, price, ok, atNS, seq, seq, seq, seq%2 == 0, wantAt)
+		}
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got != n-bad || bad != n/1000 {
+		t.Errorf("DuckDB read %d rows with %d rejected, want %d and %d", got, bad, n-n/1000, n/1000)
+	}
+}

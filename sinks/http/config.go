@@ -15,12 +15,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/nats-sinks/nats-sink/internal/urlcheck"
 	"slices"
 	"strings"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/urlcheck"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 

@@ -18,15 +18,13 @@ package s3sink
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/s3conn"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -133,8 +131,7 @@ func (c Config) Open(ctx context.Context, deps sink.Deps) (sink.Sink, error) {
 }
 
 var (
-	segmentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$`)
-	metaName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	metaName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // secretMetadata are names that look like credentials; object metadata is
@@ -194,102 +191,39 @@ func (c *Config) rules(p *fields.Problems) {
 
 type addFunc func(path, format string, args ...any)
 
+// checkPrefix returns the problem with the key prefix, or "".
+func checkPrefix(p string) string { return s3conn.CheckPrefix(p) }
+
 // checkBucket returns the problem with a bucket name the pattern tag lets
 // through, or "".
-func checkBucket(b string) string {
-	switch {
-	case strings.Contains(b, ".."), strings.Contains(b, ".-"), strings.Contains(b, "-."):
-		return fmt.Sprintf("must not contain \"..\", \".-\" or \"-.\" (got %q)", b)
-	case net.ParseIP(b) != nil:
-		return fmt.Sprintf("must not be an IP address (got %q)", b)
-	}
-	return ""
-}
-
-// checkPrefix returns the problem with the key prefix, or "".
-func checkPrefix(p string) string {
-	switch {
-	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/"):
-		return fmt.Sprintf("must not start or end with \"/\" (got %q)", p)
-	case strings.Contains(p, "//"):
-		return fmt.Sprintf("must not contain \"//\" (got %q)", p)
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == "." || seg == ".." {
-			return fmt.Sprintf("segment %q is not allowed", seg)
-		}
-		if !segmentName.MatchString(seg) {
-			return fmt.Sprintf("segment %q must match %s", seg, segmentName)
-		}
-	}
-	return ""
-}
+func checkBucket(b string) string { return s3conn.CheckBucket(b) }
 
 // checkEndpoint returns the problem with endpoint_url, or "".
 func (c *Config) checkEndpoint(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "is not a valid URL"
-	}
-	host := strings.ToLower(u.Hostname())
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return fmt.Sprintf("must use https (got scheme %q)", u.Scheme)
-	case u.Opaque != "" || host == "":
-		return "must name a host"
-	case u.User != nil:
-		// The value is not echoed: user-info is where credentials hide.
-		return "must not contain credentials; use credential_mode"
-	case u.Path != "" && u.Path != "/":
-		return "must not contain a path (path-style addressing adds the bucket)"
-	case u.RawQuery != "" || u.ForceQuery:
-		return "must not contain a query"
-	case u.Fragment != "" || strings.Contains(raw, "#"):
-		return "must not contain a fragment"
-	case u.Scheme == "http" && !c.AllowHTTPForLocalTesting:
-		return "must use https (http is allowed only with allow_http_for_local_testing and a loopback host)"
-	case u.Scheme == "http" && !isLocalHost(host):
-		return fmt.Sprintf("http is allowed only for localhost, 127.0.0.1 or ::1 (got host %q)", host)
-	}
-	if p := u.Port(); p != "" {
-		if _, err := net.LookupPort("tcp", p); err != nil {
-			return fmt.Sprintf("invalid port %q", p)
-		}
-	}
-	return ""
+	return s3conn.CheckEndpoint(raw, c.AllowHTTPForLocalTesting)
 }
 
-func isLocalHost(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+// settings returns the connection keys.
+func (c *Config) settings() s3conn.Settings {
+	return s3conn.Settings{
+		Name:                     "s3 sink",
+		EndpointURL:              c.EndpointURL,
+		AllowHTTPForLocalTesting: c.AllowHTTPForLocalTesting,
+		RegionName:               c.RegionName,
+		CredentialMode:           c.CredentialMode,
+		ProfileName:              c.ProfileName,
+		AccessKeyIDEnv:           c.AWSAccessKeyIDEnv,
+		SecretAccessKeyEnv:       c.AWSSecretAccessKeyEnv,
+		SessionTokenEnv:          c.AWSSessionTokenEnv,
+		MaxIdleConnsPerHost:      max(c.Concurrency, 2) * 8,
+	}
 }
 
 // credentialProblems checks credential_mode and the keys that belong to
-// each mode. Credentials themselves never appear in the file: only the
-// names of the variables or the profile that hold them.
+// each mode.
 func (c *Config) credentialProblems(add addFunc) {
-	switch {
-	case c.CredentialMode == "profile" && c.ProfileName == nil:
-		add("profile_name", "required with credential_mode profile")
-	case c.CredentialMode != "profile" && c.ProfileName != nil:
-		add("profile_name", "only allowed with credential_mode profile")
-	}
-	envKeys := []struct {
-		path     string
-		v        *string
-		required bool
-	}{
-		{"aws_access_key_id_env", c.AWSAccessKeyIDEnv, true},
-		{"aws_secret_access_key_env", c.AWSSecretAccessKeyEnv, true},
-		{"aws_session_token_env", c.AWSSessionTokenEnv, false},
-	}
-	for _, k := range envKeys {
-		switch {
-		case c.CredentialMode == "environment" && k.required && k.v == nil:
-			add(k.path, "required with credential_mode environment")
-		case c.CredentialMode != "environment" && k.v != nil:
-			add(k.path, "only allowed with credential_mode environment")
-		}
-	}
+	st := c.settings()
+	st.CredentialProblems(s3conn.AddFunc(add))
 }
 
 // metadataProblems checks object_metadata's names and the total size of the

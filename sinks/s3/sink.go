@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/md5"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -17,17 +15,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	retrydelay "github.com/nats-sinks/nats-sink/internal/backoff"
 	"github.com/nats-sinks/nats-sink/internal/fanout"
 	"github.com/nats-sinks/nats-sink/internal/record"
+	"github.com/nats-sinks/nats-sink/internal/s3conn"
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
@@ -78,71 +72,10 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	opts := []func(*awsconfig.LoadOptions) error{
-		// Retries happen in the sink, per the retry keys, so that one
-		// policy and one metric cover every attempt.
-		awsconfig.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
-		// The SDK's buildable client follows only method-preserving
-		// redirects (307, 308): a 301 answered to a PUT must not turn into
-		// a GET whose 200 would read as success. It also honours
-		// AWS_CA_BUNDLE. Idle connections are sized for every writer of
-		// the process.
-		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			tr.MaxIdleConnsPerHost = max(c.Concurrency, 2) * 8
-		})),
-	}
-	if c.RegionName != nil {
-		opts = append(opts, awsconfig.WithRegion(*c.RegionName))
-	}
-	switch c.CredentialMode {
-	case "environment":
-		p, err := c.envCredentials(deps)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, awsconfig.WithCredentialsProvider(p))
-	case "profile":
-		opts = append(opts, awsconfig.WithSharedConfigProfile(*c.ProfileName))
-	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	client, err := s3conn.NewClient(ctx, c.settings(), deps)
 	if err != nil {
-		// Loading reads only the environment and the shared config and
-		// credentials files: a failure is a configuration problem, and
-		// with a named profile that profile is to blame.
-		if c.CredentialMode == "profile" {
-			return nil, &sink.ConfigError{Problems: []sink.Problem{{Path: "profile_name",
-				Message: fmt.Sprintf("cannot load AWS configuration: %v", err)}}}
-		}
-		return nil, fmt.Errorf("s3 sink: load AWS configuration: %w: %w", err, sink.ErrConfig)
+		return nil, err
 	}
-	if awsCfg.Region == "" {
-		// SigV4 needs a region; us-east-1 is what S3-compatible stores
-		// expect by default, and AWS answers a wrong one with a redirect
-		// that is reported as a destination failure.
-		awsCfg.Region = "us-east-1"
-	}
-	if awsCfg.Credentials != nil {
-		awsCfg.Credentials = markCredentials{awsCfg.Credentials}
-	}
-	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-		// The configuration file is the authority on where data goes: an
-		// AWS_ENDPOINT_URL(_S3) in the environment is not applied.
-		o.BaseEndpoint = c.EndpointURL
-		if c.EndpointURL != nil {
-			o.BaseEndpoint = aws.String(strings.TrimSuffix(*c.EndpointURL, "/"))
-		}
-		o.UsePathStyle = c.EndpointURL != nil
-		o.Retryer = aws.NopRetryer{}
-		// The SDK's default (WhenSupported) adds a CRC32 to every PUT; over
-		// HTTPS it sends it as an aws-chunked trailer, which costs ~20 % of
-		// the client's CPU per PUT and which stores without trailer
-		// support keep as part of the object (gofakes3 does: the chunk
-		// framing ends up in the stored bytes). Content-MD5, set by put,
-		// is understood by every S3-compatible store and gives it the same
-		// end-to-end check of the body (BadDigest on a mismatch).
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-	})
 	s := &Sink{
 		cfg:             c,
 		client:          client,
@@ -160,50 +93,14 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	return s, nil
 }
 
-// envCredentials reads the variables named by aws_*_env.
-func (c *Config) envCredentials(deps sink.Deps) (aws.CredentialsProvider, error) {
-	var probs []sink.Problem
-	read := func(path string, name *string) string {
-		if name == nil {
-			return ""
-		}
-		v, ok := deps.LookupEnv(*name)
-		switch {
-		case !ok:
-			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s is not set", *name)})
-		case strings.TrimSpace(v) == "":
-			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s must not be blank", *name)})
-		case strings.TrimSpace(v) != v:
-			probs = append(probs, sink.Problem{Path: path, Message: fmt.Sprintf("environment variable %s must not have surrounding whitespace", *name)})
-		}
-		return v
-	}
-	id := read("aws_access_key_id_env", c.AWSAccessKeyIDEnv)
-	secret := read("aws_secret_access_key_env", c.AWSSecretAccessKeyEnv)
-	token := read("aws_session_token_env", c.AWSSessionTokenEnv)
-	if probs != nil {
-		return nil, &sink.ConfigError{Problems: probs}
-	}
-	return credentials.NewStaticCredentialsProvider(id, secret, token), nil
-}
-
 // markCredentials marks credential failures so that classify can tell them
-// from network errors: missing or unusable credentials fail every message
-// alike (Destination).
+// from network errors (as s3conn.MarkCredentials, which New's client uses).
 type markCredentials struct{ aws.CredentialsProvider }
 
 func (m markCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
 	c, err := m.CredentialsProvider.Retrieve(ctx)
-	if err != nil {
-		return c, &credentialsError{err}
-	}
-	return c, nil
+	return c, s3conn.CredentialsFailure(err)
 }
-
-type credentialsError struct{ err error }
-
-func (e *credentialsError) Error() string { return "AWS credentials: " + e.err.Error() }
-func (e *credentialsError) Unwrap() error { return e.err }
 
 // Type returns "s3".
 func (s *Sink) Type() string { return "s3" }
@@ -366,15 +263,7 @@ func (s *Sink) putInput(o object, conditional bool) *s3.PutObjectInput {
 	return in
 }
 
-// contentMD5 returns the Content-MD5 header value of body: base64 of its
-// MD5. The store recomputes it and refuses a body that differs (BadDigest,
-// Temporary), so a corrupted transfer is never committed. MD5 serves here as
-// a transfer checksum, which S3 still requires for some operations, not as a
-// security hash: SigV4 and TLS authenticate the request.
-func contentMD5(body []byte) string {
-	sum := md5.Sum(body)
-	return base64.StdEncoding.EncodeToString(sum[:])
-}
+func contentMD5(body []byte) string { return s3conn.ContentMD5(body) }
 
 // head reports whether key exists. A 404 is "no"; anything else that is not
 // a 200 is an error.
@@ -498,95 +387,18 @@ func (s *Sink) get(ctx context.Context, key string) (body []byte, found bool, er
 
 // response returns the HTTP status and S3 error code of err; status 0 means
 // no response was received.
-func response(err error) (status int, code string) {
-	if re, ok := errors.AsType[*awshttp.ResponseError](err); ok {
-		status = re.HTTPStatusCode()
-	}
-	if ae, ok := errors.AsType[smithy.APIError](err); ok {
-		code = ae.ErrorCode()
-	}
-	return status, code
-}
+func response(err error) (status int, code string) { return s3conn.Response(err) }
 
 // isExists reports whether err is the answer to a conditional PUT whose key
-// exists. ConditionalRequestConflict (409) is deliberately not: S3 sends it
-// while another conditional write of the key is in flight, whose outcome is
-// unknown, so it is Temporary (sinks.md lists it with 412; see docs/s3.md).
-func isExists(err error) bool {
-	status, code := response(err)
-	return status == http.StatusPreconditionFailed || code == "PreconditionFailed"
-}
+// exists (s3conn.IsExists).
+func isExists(err error) bool { return s3conn.IsExists(err) }
 
 // isNotImplemented reports whether the store refused a request as not
 // implemented (the signal to fall back to HEAD-then-PUT).
-func isNotImplemented(err error) bool {
-	status, code := response(err)
-	return status == http.StatusNotImplemented || code == "NotImplemented"
-}
+func isNotImplemented(err error) bool { return s3conn.IsNotImplemented(err) }
 
-// destinationCodes fail every message alike: credentials, permissions, the
-// bucket, the region, the account (docs/s3.md plus the codes AWS uses for
-// the same conditions).
-var destinationCodes = map[string]bool{
-	"AccessDenied": true, "AllAccessDisabled": true, "AccountProblem": true,
-	"AuthorizationHeaderMalformed": true, "ExpiredToken": true, "InvalidAccessKeyId": true,
-	"InvalidBucketName": true, "InvalidToken": true, "NoSuchBucket": true,
-	"NotSignedUp": true, "PermanentRedirect": true, "RequestTimeTooSkewed": true,
-	"SignatureDoesNotMatch": true, "TokenRefreshRequired": true, "InvalidRegion": true,
-	"IllegalLocationConstraintException": true,
-}
-
-// temporaryCodes are 400-class answers about the transfer, not the object:
-// a retry sends the same bytes again.
-var temporaryCodes = map[string]bool{
-	"RequestTimeout": true, "IncompleteBody": true, "BadDigest": true,
-	"XAmzContentSHA256Mismatch": true, "SlowDown": true, "OperationAborted": true,
-	"ConditionalRequestConflict": true,
-}
-
-// classify marks err with its outcome class (docs/s3.md): no response,
-// timeouts, 5xx, 408, 409, 425, 429 → Temporary; credential failures, 401,
-// 403, 404, 301 and the destination codes → Destination; any other 4xx →
-// Permanent. ctx is the write's context: once it is done, everything is
-// Temporary.
-func classify(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return err
-	}
-	if _, ok := errors.AsType[*credentialsError](err); ok {
-		return sink.AsDestination(err)
-	}
-	status, code := response(err)
-	if status == 0 {
-		switch {
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return err
-		}
-		if _, ok := errors.AsType[*smithyhttp.RequestSendError](err); ok {
-			return err // connection refused, reset, DNS: Temporary
-		}
-		if _, ok := errors.AsType[*aws.RequestCanceledError](err); ok {
-			return err
-		}
-		// The request was never sent (endpoint resolution, signing,
-		// serialisation of a validated input): our configuration or
-		// environment, the same for every message.
-		return sink.AsDestination(err)
-	}
-	switch {
-	case destinationCodes[code]:
-		return sink.AsDestination(err)
-	case temporaryCodes[code]:
-		return err
-	case status >= 500, status == 408, status == 409, status == 425, status == 429:
-		return err
-	case status == 401, status == 403, status == 404, status == 301:
-		return sink.AsDestination(err)
-	case status >= 400:
-		return sink.AsPermanent(err)
-	}
-	return err // other 3xx, or an unexpected status: outcome unknown
-}
+// classify marks err with its outcome class (docs/s3.md, s3conn.Classify).
+func classify(ctx context.Context, err error) error { return s3conn.Classify(ctx, err) }
 
 // backoff returns the delay before retry attempt a (a ≥ 1): the formula of
 // docs/delivery.md#retries-and-back-off over the retry_* keys — raw delay of the mode, capped at

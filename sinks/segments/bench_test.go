@@ -2,6 +2,7 @@ package segments
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -50,7 +51,37 @@ func BenchmarkWriteBatch(b *testing.B) {
 				})
 			}
 			wg.Wait()
+			b.StopTimer()
 			b.ReportMetric(float64(per*4*500)/b.Elapsed().Seconds(), "msgs/s")
+			var total int64
+			filepath.Walk(c.Directory, func(p string, fi os.FileInfo, err error) error {
+				if err == nil && fi.Mode().IsRegular() {
+					total += fi.Size()
+				}
+				return nil
+			})
+			b.ReportMetric(float64(total)/float64(per*4*500), "B/record")
 		})
+	}
+}
+
+// BenchmarkBuild measures building one JSON Lines record (the file record,
+// encoded), the largest cost of a local append.
+func BenchmarkBuild(b *testing.B) {
+	c := Default()
+	c.Directory = filepath.Join(b.TempDir(), "lake")
+	s, err := New(b.Context(), c, sink.Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Stop(b.Context())
+	e := env("S", 1)
+	e.Data = fmt.Appendf(nil, `{"n":%d,"pad":"%s"}`, 1, strings.Repeat("x", 230))
+	now := s.now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := s.build(e, now); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

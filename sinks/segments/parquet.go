@@ -149,25 +149,51 @@ func parquetCodec(c *Config) compress.Codec {
 	return &zstd.Codec{Level: kzstd.EncoderLevelFromZstd(c.level())}
 }
 
+// initHeld prepares a new held-mode segment: its hold and, for Parquet,
+// its writer.
+func (s *Sink) initHeld(seg *segment) {
+	seg.hold = newHold()
+	if s.cfg.Format == "parquet" {
+		s.initParquet(seg)
+	}
+}
+
 // initParquet starts the Parquet writer of a new held-mode segment.
 func (s *Sink) initParquet(seg *segment) {
 	seg.out = &fdWriter{fd: seg.fd}
-	seg.pw = parquet.NewGenericWriter[row](seg.out,
+	opts := []parquet.WriterOption{
 		parquet.Compression(s.codec),
 		parquet.MaxRowsPerRowGroup(int64(s.cfg.rowGroupRecords())),
-		createdBy("nats-sink version "+productVersion()),
-	)
-	seg.hold = newHold()
+		createdBy("nats-sink version " + productVersion()),
+	}
+	if s.ms != nil {
+		seg.mw = parquet.NewWriter(seg.out, append(opts, s.ms.schema)...)
+		seg.pw = seg.mw
+		return
+	}
+	seg.gw = parquet.NewGenericWriter[row](seg.out, opts...)
+	seg.pw = seg.gw
 }
 
-// MaxHeld returns max_held_messages in held mode (format parquet), else 0.
+// pqWriter is what a segment needs of its Parquet writer.
+type pqWriter interface {
+	Flush() error
+	Close() error
+	SetKeyValueMetadata(key, value string)
+	Size() int64
+}
+
+// MaxHeld returns max_held_messages in held mode (format parquet, target
+// s3), else 0.
 func (s *Sink) MaxHeld() int { return s.cfg.maxHeld() }
 
 // hitem is one message's row on its way into a segment.
 type hitem struct {
-	i   int
-	row row
-	key heldKey
+	i    int
+	row  row    // parquet
+	vals []any  // parquet: mapped column values
+	line []byte // jsonl
+	key  heldKey
 }
 
 // writeHeld is WriteBatch in held mode.
@@ -182,10 +208,24 @@ func (s *Sink) writeHeld(ctx context.Context, batch []*sink.Envelope) []sink.Res
 	index := map[string]*hgroup{}
 	n := 0
 	for i, e := range batch {
-		dir, err := s.locate(e)
-		var r row
-		if err == nil {
-			r, err = s.buildRow(e, storedAt)
+		var (
+			r    row
+			vals []any
+			line []byte
+			dir  string
+			err  error
+		)
+		if s.cfg.Format == "parquet" {
+			if dir, err = s.locate(e); err == nil {
+				r, err = s.buildRow(e, storedAt)
+			}
+			if err == nil && s.ms != nil {
+				vals, err = s.ms.values(e, record.PayloadMode(s.cfg.PayloadMode))
+			}
+		} else {
+			var it item
+			it, dir, err = s.build(e, storedAt)
+			line = it.line
 		}
 		if err != nil {
 			results[i] = sink.Failed(err)
@@ -207,7 +247,7 @@ func (s *Sink) writeHeld(ctx context.Context, batch []*sink.Envelope) []sink.Res
 			index[dir] = g
 			groups = append(groups, g)
 		}
-		g.items = append(g.items, hitem{i: i, row: r, key: key})
+		g.items = append(g.items, hitem{i: i, row: r, vals: vals, line: line, key: key})
 		n++
 	}
 	if n == 0 {
@@ -311,19 +351,38 @@ func (s *Sink) appendHeld(dir string, items []hitem, results []sink.Result) (int
 		}
 		take := min(s.maxRecords-seg.records, len(rest))
 		chunk := rest[:take]
-		var est int64
-		rows = rows[:0]
-		for _, it := range chunk {
-			est += it.row.size()
-			rows = append(rows, it.row)
-		}
-		if seg.records > 0 && seg.pw.Size()+est > s.cfg.MaxBytes {
-			s.closeLocked(seg, "bytes")
-			seg.mu.Unlock()
-			continue
-		}
 		start := time.Now()
-		if err := s.writeRows(seg, rows); err != nil {
+		var err2 error
+		if s.cfg.Format == "parquet" {
+			var est int64
+			rows = rows[:0]
+			for _, it := range chunk {
+				est += it.row.size()
+				rows = append(rows, it.row)
+			}
+			if seg.records > 0 && seg.pw.Size()+est > s.cfg.MaxBytes {
+				s.closeLocked(seg, "bytes")
+				seg.mu.Unlock()
+				continue
+			}
+			err2 = s.writeRows(seg, rows, chunk)
+		} else {
+			lines := make([]item, len(chunk))
+			for k, it := range chunk {
+				lines[k] = item{line: it.line}
+			}
+			data := s.encode(lines)
+			if seg.records > 0 && seg.size+int64(len(data)) > s.cfg.MaxBytes {
+				s.closeLocked(seg, "bytes")
+				seg.mu.Unlock()
+				continue
+			}
+			// No sync: this copy is not the durable one; the upload is.
+			if err2 = pwriteAll(seg.fd, data, seg.size); err2 == nil {
+				seg.size += int64(len(data))
+			}
+		}
+		if err := err2; err != nil {
 			err = fmt.Errorf("append to segment %s: %w", s.rel(seg.dir, seg.openName(s.ext)), classify(err))
 			s.abortLocked(seg, err, "error")
 			seg.mu.Unlock()
@@ -361,14 +420,20 @@ func (s *Sink) appendHeld(dir string, items []hitem, results []sink.Result) (int
 // writeRows writes rows into seg, flushing a row group to the file each
 // time row_group_records rows have accumulated, so that a segment's rows
 // are buffered in memory for at most one row group.
-func (s *Sink) writeRows(seg *segment, rows []row) error {
+func (s *Sink) writeRows(seg *segment, rows []row, items []hitem) error {
 	per := s.cfg.rowGroupRecords()
 	for len(rows) > 0 {
 		k := min(per-seg.inGroup, len(rows))
-		if _, err := seg.pw.Write(rows[:k]); err != nil {
+		if seg.mw != nil {
+			for j := range k {
+				if err := seg.mw.Write(s.ms.value(&rows[j], items[j].vals)); err != nil {
+					return err
+				}
+			}
+		} else if _, err := seg.gw.Write(rows[:k]); err != nil {
 			return err
 		}
-		rows = rows[k:]
+		rows, items = rows[k:], items[k:]
 		if seg.inGroup += k; seg.inGroup >= per {
 			if err := seg.pw.Flush(); err != nil {
 				return err
@@ -386,20 +451,38 @@ func (s *Sink) failHeld(items []hitem, results []sink.Result, err error) error {
 	return err
 }
 
-// commitLocked closes a held-mode segment and settles its hold: footer,
-// fsync (with fsync), rename to the final name, directory fsync. The
-// rename and the directory sync are retried (1 s doubling to 30 s, full
-// jitter) until commit_timeout_ms has passed or ctx ends; a failed footer
-// write or file fsync is not, because after a failed fsync the kernel may
-// have dropped the dirty pages and a later success would prove nothing.
-// A failed commit deletes the open file and settles the hold with the
-// error's class, so its messages are redelivered.
-func (s *Sink) commitLocked(ctx context.Context, seg *segment, reason string) {
+// commitLocked closes a held-mode segment and starts its commit, which
+// settles its hold; new records of its partition open a new segment
+// meanwhile.
+func (s *Sink) commitLocked(seg *segment, reason string) {
 	if seg.closed {
 		return
 	}
 	seg.closed = true
 	s.detach(seg)
+	if !s.cs.start() {
+		// The shutdown deadline passed: nothing more is committed.
+		s.dropClosed(seg, errors.New("segments sink is shutting down"), "shutdown")
+		return
+	}
+	go func() {
+		defer s.cs.finish()
+		s.commit(seg, reason)
+	}()
+}
+
+// commit makes a closed held-mode segment durable and settles its hold.
+// Local: footer, fsync (with fsync), rename to the final name, directory
+// fsync; the rename and the directory sync are retried (1 s doubling to
+// 30 s, full jitter) until commit_timeout_ms has passed, a failed footer
+// write or file fsync is not, because after a failed fsync the kernel may
+// have dropped the dirty pages and a later success would prove nothing.
+// s3: the footer, then the upload (retried the same way), then the staging
+// file is deleted. A failed commit deletes the open or staging file and
+// settles the hold with the error's class (Temporary once shutdown gave up
+// on it), so its messages are redelivered.
+func (s *Sink) commit(seg *segment, reason string) {
+	ctx := s.cs.ctx
 	defer func() {
 		unix.Close(seg.fd)
 		unix.Close(seg.dirfd)
@@ -411,58 +494,143 @@ func (s *Sink) commitLocked(ctx context.Context, seg *segment, reason string) {
 		return
 	}
 	start := time.Now()
-	seg.pw.SetKeyValueMetadata("nats_sinks.schema", ParquetSchema)
-	seg.pw.SetKeyValueMetadata("nats_sinks.segment_id", seg.id)
-	seg.pw.SetKeyValueMetadata("nats_sinks.records", strconv.Itoa(seg.records))
-	seg.pw.SetKeyValueMetadata("nats_sinks.first_stream_sequence", strconv.FormatUint(seg.first, 10))
-	seg.pw.SetKeyValueMetadata("nats_sinks.last_stream_sequence", strconv.FormatUint(seg.last, 10))
-	seg.pw.SetKeyValueMetadata("nats_sinks.mapping", "[]")
-	err := seg.pw.Close()
-	if err != nil {
-		err = fmt.Errorf("write footer of segment %s: %w", s.rel(seg.dir, name), classify(err))
-	} else if s.cfg.Fsync {
-		if err = unix.Fsync(seg.fd); err != nil {
-			err = fmt.Errorf("sync segment %s: %w", s.rel(seg.dir, name), classify(err))
+	size := seg.size
+	var err error
+	if seg.pw != nil {
+		seg.pw.SetKeyValueMetadata("nats_sinks.schema", ParquetSchema)
+		seg.pw.SetKeyValueMetadata("nats_sinks.segment_id", seg.id)
+		seg.pw.SetKeyValueMetadata("nats_sinks.records", strconv.Itoa(seg.records))
+		seg.pw.SetKeyValueMetadata("nats_sinks.first_stream_sequence", strconv.FormatUint(seg.first, 10))
+		seg.pw.SetKeyValueMetadata("nats_sinks.last_stream_sequence", strconv.FormatUint(seg.last, 10))
+		mj := "[]"
+		if s.ms != nil {
+			mj = s.ms.json
 		}
+		seg.pw.SetKeyValueMetadata("nats_sinks.mapping", mj)
+		if err = seg.pw.Close(); err != nil {
+			err = fmt.Errorf("write footer of segment %s: %w", s.rel(seg.dir, name), classify(err))
+		}
+		size = seg.out.off
 	}
 	final := finalNameOf(seg.first, seg.last, seg.id, s.ext)
-	if err == nil {
-		renamed := false
-		err = s.retry(ctx, start, func() error {
-			if !renamed {
-				if err := renameNoReplace(seg.dirfd, name, final); err != nil {
-					return fmt.Errorf("rename segment %s to %s: %w", s.rel(seg.dir, name), final, classify(err))
-				}
-				renamed = true
+	switch {
+	case err != nil:
+	case s.s3 != nil:
+		err = s.upload(ctx, seg, s.rel(seg.dir, final), size, start)
+		_ = unix.Unlinkat(seg.dirfd, name, 0)
+	default:
+		if s.cfg.Fsync {
+			if err = unix.Fsync(seg.fd); err != nil {
+				err = fmt.Errorf("sync segment %s: %w", s.rel(seg.dir, name), classify(err))
 			}
-			if s.cfg.Fsync {
-				if err := unix.Fsync(seg.dirfd); err != nil {
-					return fmt.Errorf("sync directory of segment %s: %w", s.rel(seg.dir, final), classify(err))
+		}
+		if err == nil {
+			renamed := false
+			err = s.retry(ctx, start, func() error {
+				if !renamed {
+					if err := renameNoReplace(seg.dirfd, name, final); err != nil {
+						return fmt.Errorf("rename segment %s to %s: %w", s.rel(seg.dir, name), final, classify(err))
+					}
+					renamed = true
 				}
+				if s.cfg.Fsync {
+					if err := unix.Fsync(seg.dirfd); err != nil {
+						return fmt.Errorf("sync directory of segment %s: %w", s.rel(seg.dir, final), classify(err))
+					}
+				}
+				return nil
+			})
+			if err != nil && renamed {
+				name = final // delete what is there, under the name it has
 			}
-			return nil
-		})
-		if err != nil && renamed {
-			name = final // delete what is there, under the name it has
 		}
 	}
 	if err != nil {
 		s.log.Warn("segment commit failed; its messages are redelivered", "file", s.rel(seg.dir, name), "error", err)
-		_ = unix.Unlinkat(seg.dirfd, name, 0)
-		if s.cfg.Fsync {
-			_ = unix.Fsync(seg.dirfd)
+		if s.s3 == nil {
+			_ = unix.Unlinkat(seg.dirfd, name, 0)
+			if s.cfg.Fsync {
+				_ = unix.Fsync(seg.dirfd)
+			}
 		}
 		s.m.closed.With("error").Add(1)
 		s.m.commitFailures.Add(1)
-		s.settleSegment(seg, sink.Failed(err).Outcome, err)
+		o := sink.Failed(err).Outcome
+		if o == sink.Permanent || ctx.Err() != nil {
+			o = sink.Temporary
+		}
+		s.settleSegment(seg, o, err)
 		return
 	}
 	s.m.closed.With(reason).Add(1)
 	s.m.committed.Add(1)
 	s.m.commitSeconds.Observe(time.Since(start).Seconds())
-	s.m.segBytes.Observe(float64(seg.out.off))
+	s.m.segBytes.Observe(float64(size))
 	s.m.segRecords.Observe(float64(seg.records))
 	s.settleSegment(seg, sink.Committed, nil)
+}
+
+// commitState tracks the commits running in their own goroutines, so that
+// Flush can wait for them and, at its deadline, cancel them.
+type commitState struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	n       int
+	stopped bool
+	changed chan struct{} // closed and replaced whenever a commit ends
+}
+
+func (c *commitState) init() {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.changed = make(chan struct{})
+}
+
+// start counts one more running commit; false once commits were stopped.
+func (c *commitState) start() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	c.n++
+	return true
+}
+
+func (c *commitState) finish() {
+	c.mu.Lock()
+	c.n--
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// wait returns once no commit is running, or with ctx's error.
+func (c *commitState) wait(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, ch := c.n, c.changed
+		c.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// stop cancels the running commits, refuses new ones and waits for the
+// running ones to return (a cancelled request returns at once).
+func (c *commitState) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.cancel()
+	_ = c.wait(context.Background())
 }
 
 // retry runs step until it succeeds, commit_timeout_ms has passed since
@@ -502,6 +670,12 @@ func (s *Sink) abortLocked(seg *segment, err error, reason string) {
 	}
 	seg.closed = true
 	s.detach(seg)
+	s.dropClosed(seg, err, reason)
+}
+
+// dropClosed deletes the open file of a closed, detached segment and
+// settles its hold with err's class (never Permanent).
+func (s *Sink) dropClosed(seg *segment, err error, reason string) {
 	_ = unix.Unlinkat(seg.dirfd, seg.openName(s.ext), 0)
 	if s.cfg.Fsync {
 		_ = unix.Fsync(seg.dirfd)
@@ -540,9 +714,15 @@ func (s *Sink) flushHeld(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			s.abortLocked(seg, fmt.Errorf("segment %s not committed by the shutdown deadline: %w", s.rel(seg.dir, seg.openName(s.ext)), err), "shutdown")
 		} else {
-			s.commitLocked(ctx, seg, "shutdown")
+			s.commitLocked(seg, "shutdown")
 		}
 		seg.mu.Unlock()
+	}
+	if err := s.cs.wait(ctx); err != nil {
+		// The deadline: commits still running are cancelled, and their
+		// holds settle Temporary.
+		s.cs.stop()
+		return err
 	}
 	return ctx.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/parquet-go/parquet-go"
@@ -45,14 +46,19 @@ func settled(h sink.Hold) bool {
 	}
 }
 
+// checkSettled waits (commits run in their own goroutines) for every hold
+// to settle, and checks its outcome.
 func checkSettled(t *testing.T, holds []sink.Hold, want sink.Outcome) {
 	t.Helper()
+	deadline := time.After(30 * time.Second)
 	for i, h := range holds {
-		if !settled(h) {
+		select {
+		case <-h.Done():
+		case <-deadline:
 			t.Fatalf("hold %d not settled, want %v", i, want)
 		}
 		if h.Outcome() != want {
-			t.Errorf("hold %d outcome = %v (%v), want %v", i, h.Outcome(), h.Err(), want)
+			t.Fatalf("hold %d outcome = %v (%v), want %v", i, h.Outcome(), h.Err(), want)
 		}
 	}
 }
@@ -275,7 +281,7 @@ func TestParquetConfigProblems(t *testing.T) {
 		{`{"type":"segments","directory":"d","format":"parquet","compression":"snappy","row_group_records":100,"max_held_messages":1000,"commit_timeout_ms":5000}`, nil},
 		{`{"type":"segments","directory":"d","compression":"snappy"}`, []string{"compression: snappy is only allowed with format parquet"}},
 		{`{"type":"segments","directory":"d","row_group_records":5}`, []string{"row_group_records: only allowed with format parquet"}},
-		{`{"type":"segments","directory":"d","max_held_messages":5}`, []string{"max_held_messages: only allowed with format parquet"}},
+		{`{"type":"segments","directory":"d","max_held_messages":5}`, []string{"max_held_messages: only allowed with format parquet or target s3"}},
 		{`{"type":"segments","directory":"d","format":"parquet","compression":"snappy","compression_level":3}`, []string{"compression_level: must be null with compression snappy"}},
 		{`{"type":"segments","directory":"d","format":"parquet","compression_level":19}`, nil},
 	} {

@@ -92,7 +92,8 @@ func (s *Sink) recoverFile(dir string, dirfd int, name string) error {
 		st.Ino != cur.Ino || st.Dev != cur.Dev {
 		return nil
 	}
-	if ext == ".parquet" {
+	if ext == ".parquet" || s.s3 != nil {
+		// Held mode: none of its messages was acknowledged.
 		if err := s.discard(dirfd, name); err != nil {
 			return fmt.Errorf("delete %s: %w", rel, err)
 		}

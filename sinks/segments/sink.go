@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -19,6 +20,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"golang.org/x/sys/unix"
 
+	"github.com/nats-sinks/nats-sink/internal/fields"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
@@ -56,7 +58,14 @@ type Sink struct {
 	gzPool sync.Pool
 
 	codec compress.Codec // held mode: the Parquet page codec
+	ms    *mappedSchema  // parquet with mapped columns, else nil
 	hs    heldState
+	s3    *s3target // target s3, else nil
+	cs    commitState
+
+	// lineHint is the recent average record size plus slack, for sizing a
+	// batch's encoding buffer.
+	lineHint atomic.Int64
 
 	mu   sync.Mutex
 	open map[string]*segment // by location directory (prefix and partition)
@@ -84,7 +93,9 @@ type segment struct {
 
 	// Held mode (parquet) only.
 	out     *fdWriter
-	pw      *parquet.GenericWriter[row]
+	pw      pqWriter                    // gw or mw
+	gw      *parquet.GenericWriter[row] // fixed columns only
+	mw      *parquet.Writer             // with mapped columns
 	hold    *hold
 	keys    []heldKey // the messages the hold settles, for joining redeliveries
 	inGroup int       // rows buffered in the current row group
@@ -112,6 +123,11 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 		rootfd: -1, log: deps.Log(), now: time.Now, m: newMetrics(deps.Meter()),
 		open: map[string]*segment{}, stop: make(chan struct{}),
 	}
+	s.lineHint.Store(1024)
+	if c.Format == "parquet" && len(c.Mapping) > 0 {
+		var p fields.Problems
+		s.ms = newMappedSchema(&c, compileMapping(&c, &p)) // validated
+	}
 	if c.held() {
 		s.codec = parquetCodec(&c)
 		s.hs.by = map[heldKey]*hold{}
@@ -120,12 +136,28 @@ func New(ctx context.Context, c Config, deps sink.Deps) (*Sink, error) {
 	if c.Prefix != nil && *c.Prefix != "" {
 		s.prefix = *c.Prefix + "/"
 	}
-	if s.comp == "zstd" && !c.held() {
+	if s.comp == "zstd" && c.Format == "jsonl" {
 		s.zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level())),
 			zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			return nil, fmt.Errorf("segments sink: zstd encoder: %w", err)
 		}
+	}
+	s.cs.init()
+	if c.Target == "s3" {
+		if s.s3, err = newS3Target(ctx, &c, deps); err != nil {
+			return nil, err
+		}
+		if err := s.openStaging(); err != nil {
+			return nil, err
+		}
+		if err := s.recoverStaging(ctx); err != nil {
+			unix.Close(s.rootfd)
+			return nil, err
+		}
+		s.abortStale(ctx)
+		s.wg.Go(s.ager)
+		return s, nil
 	}
 	abs, err := filepath.Abs(c.Directory)
 	if err != nil {
@@ -211,6 +243,9 @@ type item struct {
 	i    int
 	line []byte
 	seq  uint64
+	// off and end locate line in its batch's shared buffer (direct mode),
+	// so that consecutive records are appended without another copy.
+	off, end int
 }
 
 type group struct {
@@ -232,8 +267,15 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	var groups []*group
 	index := map[string]*group{}
 	storedAt := s.now()
+	// Every record of the batch is encoded into one buffer, sized from the
+	// records seen so far: no per-record allocation and regrowth, and a
+	// group whose records are adjacent in it is written without a copy.
+	buf := make([]byte, 0, len(batch)*int(s.lineHint.Load()))
 	for i, e := range batch {
-		it, dir, err := s.build(e, storedAt)
+		var it item
+		var dir string
+		var err error
+		buf, it, dir, err = s.buildInto(buf, e, storedAt)
 		if err != nil {
 			results[i] = sink.Failed(err)
 			continue
@@ -246,6 +288,14 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 			groups = append(groups, g)
 		}
 		g.items = append(g.items, it)
+	}
+	if n := len(batch); n > 0 && len(buf) > 0 {
+		s.lineHint.Store(int64(len(buf)/n + 64))
+	}
+	for _, g := range groups {
+		for k := range g.items {
+			g.items[k].line = buf[g.items[k].off:g.items[k].end]
+		}
 	}
 	for gi, g := range groups {
 		if err := ctx.Err(); err != nil {
@@ -266,6 +316,24 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 		}
 	}
 	return results
+}
+
+// buildInto appends e's record (its line) to buf and works out its location
+// directory; the item's off and end locate the line in the returned buffer.
+func (s *Sink) buildInto(buf []byte, e *sink.Envelope, storedAt time.Time) ([]byte, item, string, error) {
+	dir, err := s.locate(e)
+	if err != nil {
+		return buf, item{}, "", err
+	}
+	p, err := record.NormalisePayload(e, record.PayloadMode(s.cfg.PayloadMode))
+	if err != nil {
+		return buf, item{}, "", fmt.Errorf("segments sink (stream seq %d): %w", e.StreamSequence, err)
+	}
+	doc := record.FileRecord(e, p, s.cfg.IncludeMetadata, storedAt)
+	off := len(buf)
+	buf = jsonx.Append(buf, doc, jsonx.UTF8)
+	buf = append(buf, '\n')
+	return buf, item{seq: e.StreamSequence, off: off, end: len(buf)}, dir, nil
 }
 
 // build encodes e's record and works out its location directory.
@@ -364,6 +432,9 @@ func (s *Sink) fail(items []item, results []sink.Result, err error) error {
 // encode returns the bytes of one append: the lines, or one gzip member or
 // zstd frame holding them.
 func (s *Sink) encode(items []item) []byte {
+	if s.comp == "none" && adjacent(items) {
+		return items[0].line[:len(items[0].line)+(items[len(items)-1].end-items[0].end)]
+	}
 	n := 0
 	for _, it := range items {
 		n += len(it.line)
@@ -391,6 +462,20 @@ func (s *Sink) encode(items []item) []byte {
 		return s.zenc.EncodeAll(raw, make([]byte, 0, n/3+64))
 	}
 	return raw
+}
+
+// adjacent reports whether items' lines follow each other in one buffer
+// (buildInto's), so that they can be written as one slice.
+func adjacent(items []item) bool {
+	if len(items) == 0 || items[0].end == 0 {
+		return false
+	}
+	for k := 1; k < len(items); k++ {
+		if items[k].off != items[k-1].end {
+			return false
+		}
+	}
+	return true
 }
 
 // appendLocked writes data at the end of seg and makes it durable. On
@@ -499,6 +584,9 @@ func (g *segment) age() time.Duration {
 // resolved beneath the root), the flocked .open file, and, with fsync, the
 // durable directory entries.
 func (s *Sink) create(dir string) (*segment, error) {
+	if s.s3 != nil {
+		return s.createStaged(dir)
+	}
 	dirfd, toSync, err := s.makeDirs(dir)
 	defer func() {
 		for _, fd := range toSync {
@@ -526,7 +614,7 @@ func (s *Sink) create(dir string) (*segment, error) {
 	}
 	seg.fd = fd
 	if s.cfg.held() {
-		s.initParquet(seg)
+		s.initHeld(seg)
 	}
 	if s.cfg.Fsync {
 		for _, d := range append([]int{dirfd}, toSync...) {
@@ -584,7 +672,7 @@ func (s *Sink) finish(seg *segment, reason string) {
 // is durable already. A failed rename leaves the file to start-up recovery.
 func (s *Sink) closeLocked(seg *segment, reason string) {
 	if s.cfg.held() {
-		s.commitLocked(context.Background(), seg, reason)
+		s.commitLocked(seg, reason)
 		return
 	}
 	if seg.closed {
@@ -680,6 +768,11 @@ func (s *Sink) Healthcheck(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if s.s3 != nil {
+		if err := s.headBucket(ctx); err != nil {
+			return err
+		}
+	}
 	name := ".nats-sinks-healthcheck." + randomID() + ".tmp"
 	fd, err := unix.Openat(s.rootfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 	if err != nil {
@@ -710,6 +803,7 @@ func (s *Sink) Stop(ctx context.Context) error {
 			// Held segments the runner's Flush did not commit are given
 			// up: their messages were never acknowledged.
 			s.abandonAll()
+			s.cs.stop()
 		} else {
 			_ = s.Flush(context.WithoutCancel(ctx))
 		}
