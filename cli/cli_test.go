@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func TestScripts(t *testing.T) {
 			"msgs":       cmdMsgs,
 			"consumers":  cmdConsumers,
 			"readyz":     cmdReadyz,
+			"waitlines":  cmdWaitLines,
 		},
 	})
 }
@@ -90,6 +92,27 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
 	}
+}
+
+// waitlines FILE REGEXP N waits up to a minute until N lines of FILE match
+// REGEXP: a background command's progress, for a signal that must come
+// after it (its stdout is only readable after wait).
+func cmdWaitLines(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitlines FILE REGEXP N")
+	}
+	re, err := regexp.Compile("(?m)" + args[1])
+	ts.Check(err)
+	want, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	got := 0
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		data, _ := os.ReadFile(ts.MkAbs(args[0]))
+		if got = len(re.FindAll(data, -1)); got >= want {
+			return
+		}
+	}
+	ts.Fatalf("%s: %d lines match %q after a minute, want %d", args[0], got, args[1], want)
 }
 
 func jetStream(ts *testscript.TestScript) (*nats.Conn, jetstream.JetStream) {

@@ -460,28 +460,25 @@ func (r *Runner) encrypt(envs []*sink.Envelope) (err error) {
 	return nil
 }
 
-// authenticate runs the Authenticate hook (step 2a) and returns the
-// rejected messages with their dead-letter errors. A panic or evaluation
-// error fails the whole batch.
+// authenticate runs the Authenticate hook (step 2a), in parallel for
+// larger batches (checkAll), and returns the rejected messages with their
+// dead-letter errors. A panic or evaluation error fails the whole batch.
 func (r *Runner) authenticate(envs []*sink.Envelope) (rejected map[int]error, err error) {
 	if r.Authenticate == nil {
 		return nil, nil
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			rejected, err = nil, fmt.Errorf("message authenticity: panic: %v", p)
-		}
-	}()
-	for i, e := range envs {
-		reject, err := r.Authenticate(e)
-		if err != nil {
-			return nil, fmt.Errorf("message authenticity (stream seq %d): %w", e.StreamSequence, err)
-		}
-		if reject != nil {
+	vs := checkAll(envs, r.Authenticate)
+	if err := firstFailure(envs, vs); err != nil {
+		return nil, err
+	}
+	var order []int // rejected indices in batch order, for the log
+	for i, v := range vs {
+		if v.reject != nil {
 			if rejected == nil {
 				rejected = map[int]error{}
 			}
-			rejected[i] = reject
+			rejected[i] = v.reject
+			order = append(order, i)
 		}
 	}
 	m := r.metrics()
@@ -493,7 +490,7 @@ func (r *Runner) authenticate(envs []*sink.Envelope) (rejected map[int]error, er
 	if len(rejected) > 0 {
 		m.AuthenticityBatchesReject.Inc()
 		log := r.logger().With("component", "runner")
-		for i := range rejected {
+		for _, i := range order {
 			// Reason and rule only: never header values, signatures or keys.
 			log.Warn("message authenticity rejected", "subject", envs[i].Subject, "stream", envs[i].Stream,
 				"stream_sequence", envs[i].StreamSequence, "error", rejected[i].Error())

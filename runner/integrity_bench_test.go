@@ -6,6 +6,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,10 +77,13 @@ var benchPayload = func() []byte {
 }()
 
 // BenchmarkPipelineIntegrity compares, in alternating rounds of b.N
-// messages on the null sink (in flight 4): integrity off, custody (sha256),
-// HMAC-SHA256 verification, Ed25519 verification, and Ed25519 with custody.
-// Reported: the median msgs/s of each and the median ratio to "off" of the
-// same round (docs/performance.md#message-authenticity-and-custody).
+// messages on the null sink: integrity off, custody (sha256), HMAC-SHA256
+// verification and Ed25519 verification, each verification once with the
+// batch checked sequentially ("-seq": one goroutine, as before checkAll)
+// and once in parallel (up to GOMAXPROCS goroutines), with one batch in
+// flight (the default) and with four. Reported: the median msgs/s of each
+// and the median ratio to "off" of the same round and in-flight setting
+// (docs/performance.md#message-authenticity-and-custody).
 func BenchmarkPipelineIntegrity(b *testing.B) {
 	hkey := make([]byte, 32)
 	priv := ed25519.NewKeyFromSeed(make([]byte, 32))
@@ -107,25 +112,40 @@ func BenchmarkPipelineIntegrity(b *testing.B) {
 	}
 	type variant struct {
 		name, alg, sig string
+		inFlight       int
+		sequential     bool
 		setup          func(*Runner)
 	}
-	variants := []variant{
-		{"off", authenticity.HMACSHA256, hsig, func(*Runner) {}},
-		{"custody", authenticity.HMACSHA256, hsig, func(r *Runner) { r.Custody = custodyHook }},
-		{"hmac", authenticity.HMACSHA256, hsig, func(r *Runner) { r.Authenticate = policy(authenticity.HMACSHA256, hkey) }},
-		{"ed25519", authenticity.Ed25519, esig, func(r *Runner) { r.Authenticate = policy(authenticity.Ed25519, priv.Public().(ed25519.PublicKey)) }},
-		{"ed25519+custody", authenticity.Ed25519, esig, func(r *Runner) {
-			r.Authenticate = policy(authenticity.Ed25519, priv.Public().(ed25519.PublicKey))
-			r.Custody = custodyHook
-		}},
+	hmacAuth := func(r *Runner) { r.Authenticate = policy(authenticity.HMACSHA256, hkey) }
+	edAuth := func(r *Runner) { r.Authenticate = policy(authenticity.Ed25519, priv.Public().(ed25519.PublicKey)) }
+	var variants []variant
+	for _, inFlight := range []int{1, 4} {
+		suffix := fmt.Sprintf("@%d", inFlight)
+		variants = append(variants,
+			variant{"off" + suffix, authenticity.HMACSHA256, hsig, inFlight, false, func(*Runner) {}},
+			variant{"custody" + suffix, authenticity.HMACSHA256, hsig, inFlight, false, func(r *Runner) { r.Custody = custodyHook }},
+			variant{"hmac-seq" + suffix, authenticity.HMACSHA256, hsig, inFlight, true, hmacAuth},
+			variant{"hmac" + suffix, authenticity.HMACSHA256, hsig, inFlight, false, hmacAuth},
+			variant{"ed25519-seq" + suffix, authenticity.Ed25519, esig, inFlight, true, edAuth},
+			variant{"ed25519" + suffix, authenticity.Ed25519, esig, inFlight, false, edAuth},
+		)
 	}
+	procs := gomaxprocs
+	defer func() { gomaxprocs = procs }()
 	rates := make([][]float64, len(variants))
 	ratios := make([][]float64, len(variants))
 	for range 3 {
 		var off float64
 		for i, v := range variants {
-			rate := integrityRate(b, b.N, v.alg, v.sig, v.setup)
-			if i == 0 {
+			gomaxprocs = procs
+			if v.sequential {
+				gomaxprocs = func() int { return 1 }
+			}
+			rate := integrityRate(b, b.N, v.alg, v.sig, func(r *Runner) {
+				r.MaxInFlight = v.inFlight
+				v.setup(r)
+			})
+			if strings.HasPrefix(v.name, "off@") {
 				off = rate
 			}
 			rates[i] = append(rates[i], rate)
@@ -134,8 +154,58 @@ func BenchmarkPipelineIntegrity(b *testing.B) {
 	}
 	for i, v := range variants {
 		b.ReportMetric(median(rates[i]), v.name+"-msgs/s")
-		if i > 0 {
+		if !strings.HasPrefix(v.name, "off@") {
 			b.ReportMetric(median(ratios[i]), v.name+"/off")
 		}
 	}
+}
+
+// BenchmarkCheckAllEd25519 times checkAll over a batch of b.N Ed25519
+// signed envelopes, sequentially (one goroutine, as before checkAll) and
+// in parallel (up to GOMAXPROCS) in alternating rounds, without a server:
+// the verification step alone. Reported: the median ns per message of
+// each and the median per-round ratio seq/parallel.
+func BenchmarkCheckAllEd25519(b *testing.B) {
+	priv := ed25519.NewKeyFromSeed(make([]byte, 32))
+	probe := intake.Build(intake.Message{Subject: "orders.created", Data: benchPayload}, nil, time.Now())
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, authenticity.Canonical(probe, authenticity.Ed25519, "k", authenticity.DefaultSignedFields)))
+	p := &authenticity.Policy{SignatureHeader: authenticity.DefaultSignatureHeader, AlgorithmHeader: authenticity.DefaultAlgorithmHeader,
+		KeyIDHeader: authenticity.DefaultKeyIDHeader, Rules: []authenticity.Rule{{Subject: ">", Algorithm: authenticity.Ed25519,
+			Keys: []authenticity.Key{{ID: "k", Material: priv.Public().(ed25519.PublicKey)}}, SignedFields: authenticity.DefaultSignedFields}}}
+	hook := func(e *sink.Envelope) (error, error) {
+		if v := p.Check(e); !v.Accepted {
+			return v.Error(e.Subject), nil
+		}
+		return nil, nil
+	}
+	envs := make([]*sink.Envelope, benchBatch)
+	for i := range envs {
+		envs[i] = intake.Build(intake.Message{Subject: "orders.created", Data: benchPayload, Header: nats.Header{
+			authenticity.DefaultAlgorithmHeader: {"ed25519"}, authenticity.DefaultKeyIDHeader: {"k"}, authenticity.DefaultSignatureHeader: {sig}}}, nil, time.Now())
+	}
+	procs := gomaxprocs
+	defer func() { gomaxprocs = procs }()
+	round := func(seq bool) float64 {
+		gomaxprocs = procs
+		if seq {
+			gomaxprocs = func() int { return 1 }
+		}
+		start := time.Now()
+		for done := 0; done < b.N; done += len(envs) {
+			for _, v := range checkAll(envs, hook) {
+				if v.reject != nil || v.err != nil {
+					b.Fatal(v.reject, v.err)
+				}
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(max(b.N, len(envs)))
+	}
+	var seqNS, parNS, ratio []float64
+	for range 7 {
+		s, p := round(true), round(false)
+		seqNS, parNS, ratio = append(seqNS, s), append(parNS, p), append(ratio, s/p)
+	}
+	b.ReportMetric(median(seqNS), "seq-ns/msg")
+	b.ReportMetric(median(parNS), "parallel-ns/msg")
+	b.ReportMetric(median(ratio), "seq/parallel")
 }

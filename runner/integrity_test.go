@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -55,13 +56,23 @@ func signedHeader(alg, keyID, sig string) nats.Header {
 // that verifies from the stored bytes alone; each tampered or unsigned one
 // is dead-lettered as PolicyViolationError with its own reason, never
 // stored, and acknowledged after its PubAck.
+//
+// With copies > 1 the eight cases repeat (distinct message ids) in one
+// batch large enough to be verified by several goroutines (checkAll): the
+// verdicts, dead letters and counters are those of the sequential check.
 func TestAuthenticityAndCustody(t *testing.T) {
 	for _, iso := range []string{IsolationMessage, IsolationBatch} {
-		t.Run(iso, func(t *testing.T) { testAuthenticityAndCustody(t, iso) })
+		t.Run(iso, func(t *testing.T) { testAuthenticityAndCustody(t, iso, 1) })
+		t.Run(iso+"/parallel", func(t *testing.T) {
+			if authWorkers(8*6, runtime.GOMAXPROCS(0)) < 2 {
+				t.Logf("GOMAXPROCS=%d: the batch is checked by one goroutine", runtime.GOMAXPROCS(0))
+			}
+			testAuthenticityAndCustody(t, iso, 6)
+		})
 	}
 }
 
-func testAuthenticityAndCustody(t *testing.T, iso string) {
+func testAuthenticityAndCustody(t *testing.T, iso string, copies int) {
 	k1 := bytes.Repeat([]byte{1}, 32)
 	other := bytes.Repeat([]byte{2}, 32)
 	e := newEnv(t, true)
@@ -75,15 +86,19 @@ func testAuthenticityAndCustody(t *testing.T, iso string) {
 	sig := func(key []byte, keyID, id, body string) string {
 		return producerSign(key, keyID, "orders.created", id, []byte(body))
 	}
-	msgs := []msg{
-		{"O-1", `{"n":1}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", "O-1", `{"n":1}`)), ""},
-		{"O-2", `{"n":3}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", "O-2", `{"n":2}`)), authenticity.ReasonSignatureInvalid},    // flipped payload byte
-		{"O-3", `{"n":3}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", "O-X", `{"n":3}`)), authenticity.ReasonSignatureInvalid},    // flipped covered header
-		{"O-4", `{"n":4}`, signedHeader("hmac-sha256", "k1", sig(other, "k1", "O-4", `{"n":4}`)), authenticity.ReasonSignatureInvalid}, // wrong key
-		{"O-5", `{"n":5}`, signedHeader("hmac-sha256", "k1", ""), authenticity.ReasonSignatureMissing},
-		{"O-6", `{"n":6}`, signedHeader("hmac-sha256", "k9", sig(k1, "k9", "O-6", `{"n":6}`)), authenticity.ReasonKeyIDMismatch},
-		{"O-7", `{"n":7}`, signedHeader("", "k1", sig(k1, "k1", "O-7", `{"n":7}`)), authenticity.ReasonAlgorithmMissing},
-		{"O-8", `{"n":8}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", "O-8", `{"n":8}`)), ""},
+	var msgs []msg
+	for c := range copies {
+		id := func(n int) string { return fmt.Sprintf("O-%d-%d", c, n) }
+		msgs = append(msgs, []msg{
+			{id(1), `{"n":1}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", id(1), `{"n":1}`)), ""},
+			{id(2), `{"n":3}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", id(2), `{"n":2}`)), authenticity.ReasonSignatureInvalid},    // flipped payload byte
+			{id(3), `{"n":3}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", "O-X", `{"n":3}`)), authenticity.ReasonSignatureInvalid},    // flipped covered header
+			{id(4), `{"n":4}`, signedHeader("hmac-sha256", "k1", sig(other, "k1", id(4), `{"n":4}`)), authenticity.ReasonSignatureInvalid}, // wrong key
+			{id(5), `{"n":5}`, signedHeader("hmac-sha256", "k1", ""), authenticity.ReasonSignatureMissing},
+			{id(6), `{"n":6}`, signedHeader("hmac-sha256", "k9", sig(k1, "k9", id(6), `{"n":6}`)), authenticity.ReasonKeyIDMismatch},
+			{id(7), `{"n":7}`, signedHeader("", "k1", sig(k1, "k1", id(7), `{"n":7}`)), authenticity.ReasonAlgorithmMissing},
+			{id(8), `{"n":8}`, signedHeader("hmac-sha256", "k1", sig(k1, "k1", id(8), `{"n":8}`)), ""},
+		}...)
 	}
 	for _, m := range msgs {
 		m.header.Set("Nats-Msg-Id", m.id)
@@ -175,6 +190,18 @@ func testAuthenticityAndCustody(t *testing.T, iso string) {
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s = %d, want %d", tt.name, tt.got, tt.want)
+		}
+	}
+	// Every batch here holds accepted and rejected messages when all came
+	// in one fetch; otherwise each counter is at least 1 and at most the
+	// number of batches.
+	batches := m.BatchesFetched.Value()
+	for _, c := range []struct {
+		name string
+		got  uint64
+	}{{"batches passed", m.AuthenticityBatchesPassed.Value()}, {"batches rejected", m.AuthenticityBatchesReject.Value()}} {
+		if batches == 1 && c.got != 1 || c.got < 1 || c.got > batches {
+			t.Errorf("%s = %d with %d batches fetched", c.name, c.got, batches)
 		}
 	}
 }

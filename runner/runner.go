@@ -113,7 +113,10 @@ type Runner struct {
 	// that message: it never reaches the sink and is dead-lettered with
 	// error type PolicyViolationError and reject's text, in both isolation
 	// modes. A non-nil err (an unexpected evaluation failure) sends the
-	// whole batch to the temporary path.
+	// whole batch to the temporary path. The runner calls it concurrently
+	// for the messages of a larger batch (up to GOMAXPROCS at once), so it
+	// must be safe for concurrent use; the decisions are those of calling
+	// it once per message in batch order.
 	Authenticate func(*sink.Envelope) (reject, err error)
 	// Custody, when set, attaches the custody document to each envelope
 	// that will be written, after encryption

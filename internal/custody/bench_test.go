@@ -3,13 +3,16 @@ package custody
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/nats-sinks/nats-sink/internal/authenticity"
 	"github.com/nats-sinks/nats-sink/internal/intake"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/internal/shapestest"
+	"github.com/nats-sinks/nats-sink/sink"
 )
 
 // The per-message costs of docs/performance.md#integrity: building the
@@ -32,6 +35,20 @@ func BenchmarkCustodySHA256(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := s.Compute(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCustodySHA256Tree is the previous Compute (treeCompute: every
+// input built as a tree and encoded), the baseline of
+// BenchmarkCustodySHA256.
+func BenchmarkCustodySHA256Tree(b *testing.B) {
+	e := shapestest.Golden()
+	s := c1
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := treeCompute(&s, e); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -85,4 +102,38 @@ func BenchmarkVerifyEd25519(b *testing.B) {
 	for b.Loop() {
 		_ = p.Check(e)
 	}
+}
+
+// BenchmarkCustodyAlternating times Compute and the previous Compute
+// (treeCompute) on the golden envelope in alternating rounds of b.N calls
+// each, so that both see the same machine load, and reports each one's
+// median ns/op and the median of the per-round ratio tree/fast (how many
+// times faster Compute is).
+func BenchmarkCustodyAlternating(b *testing.B) {
+	e := shapestest.Golden()
+	s := c1
+	round := func(f func(*Settings, *sink.Envelope) (*sink.Custody, error)) float64 {
+		start := time.Now()
+		for range b.N {
+			if _, err := f(&s, e); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(b.N)
+	}
+	var fast, tree, ratio []float64
+	for range 9 {
+		f := round((*Settings).Compute)
+		t := round(treeCompute)
+		fast, tree, ratio = append(fast, f), append(tree, t), append(ratio, t/f)
+	}
+	b.ReportMetric(median(fast), "fast-ns/op")
+	b.ReportMetric(median(tree), "tree-ns/op")
+	b.ReportMetric(median(ratio), "tree/fast")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
