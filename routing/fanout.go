@@ -105,6 +105,9 @@ type Sink struct {
 	now     func() time.Time
 	types   map[string]string // target sink types, for span names
 	tr      writeTracer       // nil: no target spans
+	// writes observes each target write call that committed at least one
+	// message (CountWrites); nil until the host sets it.
+	writes atomic.Pointer[func(time.Duration)]
 
 	health       map[string]*health
 	unhealthyN   atomic.Int64
@@ -132,14 +135,30 @@ func (s *Sink) Ignored(e *sink.Envelope) bool {
 	return s.policy.NoMatch == NoMatchIgnore && s.policy.Select(e).Action == ActionIgnore
 }
 
-// Healthcheck checks each opened target that can, in ascending name order;
-// the first failure fails the check.
+// Healthcheck checks the opened targets that some route (or the default
+// targets) requires and that can, in ascending name order; the first
+// failure fails the check. An optional-only target is never checked: it
+// is probed on its own and never makes the process unhealthy.
 //
-// While a target required by some route has an open destination circuit,
-// only such targets are checked (the runner's probe), and an optional-only
-// target whose circuit is open is never checked: it is probed on its own
-// and does not make the process unhealthy.
+// While a required target has an open destination circuit, only such
+// targets are checked (this is the runner's probe), and a pass closes
+// their circuits.
 func (s *Sink) Healthcheck(ctx context.Context) error { return s.healthcheck(ctx) }
+
+// CountWrites makes the sink report every target write call (one per
+// target and batch, and one per bisection part) that committed at least one
+// message to observe, with the call's duration. The host's
+// sink_batches_written_total and sink_batch_write_seconds count these calls
+// rather than the sink's own WriteBatch, which stands for several target
+// writes (docs/routing.md#metrics). Call it before the first WriteBatch;
+// nil stops the reports.
+func (s *Sink) CountWrites(observe func(time.Duration)) {
+	if observe == nil {
+		s.writes.Store(nil)
+		return
+	}
+	s.writes.Store(&observe)
+}
 
 // Stop stops every opened target in descending name order, also after a
 // failure; each failure is logged and the first is returned.
@@ -248,7 +267,7 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 		if o.required {
 			reqWG.Add(1)
 		}
-		w := writer{name: o.name, typ: s.types[o.name], t: o.target, tr: s.tr, required: o.required, timedOut: &o.timedOut}
+		w := writer{name: o.name, typ: s.types[o.name], t: o.target, tr: s.tr, required: o.required, timedOut: &o.timedOut, writes: s.writes.Load()}
 		go func() {
 			defer close(o.done)
 			if o.required {

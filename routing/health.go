@@ -188,12 +188,31 @@ func (s *Sink) probeDelay(n int) time.Duration {
 	return min(time.Second<<min(n-1, 6), time.Minute)
 }
 
-// healthcheck checks the targets. While a target required somewhere has an
-// open circuit, the runner's process-wide probe is this call: only those
+// ProbeByWrite reports whether a target some route requires has an open
+// destination circuit and no health check (an HTTP target, say): the
+// process can then only be probed with a real batch, and the runner probes
+// half-open instead of calling Healthcheck.
+func (s *Sink) ProbeByWrite() bool {
+	for _, n := range s.names {
+		h := s.health[n]
+		h.mu.Lock()
+		down := h.open && h.required && h.hc == nil
+		h.mu.Unlock()
+		if down {
+			return true
+		}
+	}
+	return false
+}
+
+// healthcheck checks the targets some route (or the default targets)
+// requires, never an optional-only one: a down optional target must never
+// make the process unhealthy or keep its fetching paused
+// (docs/routing.md#target-health). While a required target has an open
+// circuit, the runner's process-wide probe is this call: only those
 // targets are checked, and a pass closes their circuits. Otherwise every
-// target is checked in ascending name order, except optional-only targets
-// whose circuit is open (they are probed on their own and never make the
-// process unhealthy).
+// required target that has a health check is checked, in ascending name
+// order. Optional-only targets are probed on their own.
 func (s *Sink) healthcheck(ctx context.Context) error {
 	var down []*health
 	for _, n := range s.names {
@@ -221,10 +240,7 @@ func (s *Sink) healthcheck(ctx context.Context) error {
 	}
 	for _, n := range s.names {
 		h := s.health[n]
-		h.mu.Lock()
-		skip := h.open && !h.required
-		h.mu.Unlock()
-		if skip || h.hc == nil {
+		if !h.required || h.hc == nil {
 			continue
 		}
 		if err := h.hc.Healthcheck(ctx); err != nil {

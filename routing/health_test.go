@@ -18,11 +18,11 @@ type fakeMetrics struct {
 	mu     sync.Mutex
 	counts map[string]int
 	gauges map[string]float64
-	obs    map[string]int // observations per histogram
+	obs    map[string][]float64 // observed values per histogram
 }
 
 func newFakeMetrics() *fakeMetrics {
-	return &fakeMetrics{counts: map[string]int{}, gauges: map[string]float64{}, obs: map[string]int{}}
+	return &fakeMetrics{counts: map[string]int{}, gauges: map[string]float64{}, obs: map[string][]float64{}}
 }
 
 type fakeCounter struct {
@@ -43,9 +43,9 @@ func (c fakeCounter) Set(v float64) {
 	c.m.gauges[c.name] = v
 	c.m.mu.Unlock()
 }
-func (c fakeCounter) Observe(float64) {
+func (c fakeCounter) Observe(v float64) {
 	c.m.mu.Lock()
-	c.m.obs[c.name]++
+	c.m.obs[c.name] = append(c.m.obs[c.name], v)
 	c.m.mu.Unlock()
 }
 func (c fakeCounter) With(...string) sink.Counter { return c }
@@ -59,10 +59,10 @@ func (m *fakeMetrics) CounterVec(n, _ string, _ ...string) (sink.CounterVec, err
 	return fakeCounter{m, n}, nil
 }
 
-func (m *fakeMetrics) snapshot() (map[string]int, map[string]float64, map[string]int) {
+func (m *fakeMetrics) snapshot() (map[string]int, map[string]float64, map[string][]float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, g, o := map[string]int{}, map[string]float64{}, map[string]int{}
+	c, g, o := map[string]int{}, map[string]float64{}, map[string][]float64{}
 	for k, v := range m.counts {
 		c[k] = v
 	}
@@ -70,13 +70,18 @@ func (m *fakeMetrics) snapshot() (map[string]int, map[string]float64, map[string
 		g[k] = v
 	}
 	for k, v := range m.obs {
-		o[k] = v
+		o[k] = append([]float64(nil), v...)
 	}
 	return c, g, o
 }
 
 // TestMetricValues drives a scripted scenario through the gate and checks
-// the exact value of every fanout_* series afterwards.
+// the exact value of every fanout_* series afterwards, and the target
+// write calls the sink reports for sink_batches_written_total and
+// sink_batch_write_seconds (calls that committed at least one message).
+// Every counter of the scenario ends non-zero, so that a wrong increment of
+// any of them shows as a difference; the histograms are compared value by
+// value (synctest time: the only wait is audit's 100 ms window).
 func TestMetricValues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Batch 1: a→{x req, audit opt}, b→{x req, y req}, c (no route,
@@ -85,36 +90,59 @@ func TestMetricValues(t *testing.T) {
 		x := &fakeTarget{outcome: map[uint64]sink.Result{2: {Outcome: sink.Temporary, Err: errors.New("lock")}}}
 		y := &fakeTarget{}
 		audit := &fakeTarget{hold: make(chan struct{})}
+		spare := &fakeTarget{outcome: map[uint64]sink.Result{1: {Outcome: sink.Temporary, Err: errors.New("down")}}}
+		side := &fakeTarget{}
+		perm := sink.Result{Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: errors.New("bad row"), Shared: true}
+		bad := &fakeTarget{outcome: map[uint64]sink.Result{2: {Outcome: sink.Permanent, ErrorType: sink.ValidationError, Err: errors.New("bad row")}}, shared: &perm}
 		p := Policy{Mode: ModeAll, NoMatch: NoMatchReject, Routes: []Route{
 			{Name: "ra", Match: Match{Subject: ptr("a")}, Targets: []Target{req("x"), opt("audit", 100, 500)}},
 			{Name: "rb", Match: Match{Subject: ptr("b")}, Targets: []Target{req("x"), req("y")}},
 			{Name: "rd1", Match: Match{Subject: ptr("d")}, Targets: []Target{req("y")}},
 			{Name: "rd2", Match: Match{Subject: ptr("d")}, Targets: []Target{req("y")}},
 			{Name: "re", Match: Match{Subject: ptr("e")}, Targets: []Target{opt("spare", 100, 500)}},
+			{Name: "rf", Match: Match{Subject: ptr("f")}, Targets: []Target{opt("side", 100, 500)}},
+			{Name: "rg", Match: Match{Subject: ptr("g")}, Targets: []Target{req("bad")}},
 		}}
 		fm := newFakeMetrics()
-		spare := &fakeTarget{outcome: map[uint64]sink.Result{1: {Outcome: sink.Temporary, Err: errors.New("down")}}}
-		s := newSinkWith(t, p, map[string]sink.Sink{"x": x, "y": y, "audit": audit, "spare": spare}, false, sink.Deps{Metrics: fm})
+		s := newSinkWith(t, p, map[string]sink.Sink{"x": x, "y": y, "audit": audit, "spare": spare, "side": side, "bad": bad}, false, sink.Deps{Metrics: fm})
+		var (
+			wmu    sync.Mutex
+			writes []time.Duration
+		)
+		s.CountWrites(func(d time.Duration) { wmu.Lock(); writes = append(writes, d); wmu.Unlock() })
+
 		got := s.WriteBatch(context.Background(), envs("a", "b", "c", "d"))
 		if diff := cmp.Diff([]sink.Outcome{sink.Committed, sink.Temporary, sink.Permanent, sink.Committed}, outcomes(got)); diff != "" {
 			t.Fatalf("batch 1 outcomes (-want +got):\n%s", diff)
 		}
-		// Batch 2: e routes to the optional spare only, which fails.
-		if got := s.WriteBatch(context.Background(), envs("e")); got[0].Outcome != sink.Committed {
-			t.Fatalf("batch 2 outcome = %v, want committed", got[0].Outcome)
+		// Batch 2: e routes to the optional spare only, which fails; f to
+		// the optional side, which commits.
+		if got := s.WriteBatch(context.Background(), envs("e", "f")); got[0].Outcome != sink.Committed || got[1].Outcome != sink.Committed {
+			t.Fatalf("batch 2 outcomes = %v, want committed", outcomes(got))
+		}
+		// Batch 3: three messages to the required bad, which refuses the
+		// second one inside a shared transaction: bisection makes four
+		// more calls ([1 2], [1], [2], [3]), two of which commit.
+		got = s.WriteBatch(context.Background(), envs("g", "g", "g"))
+		if diff := cmp.Diff([]sink.Outcome{sink.Committed, sink.Permanent, sink.Committed}, outcomes(got)); diff != "" {
+			t.Fatalf("batch 3 outcomes (-want +got):\n%s", diff)
+		}
+		if bad.calls != 5 {
+			t.Errorf("bad called %d times, want 5 (the batch and four bisection parts)", bad.calls)
 		}
 		c, g, o := fm.snapshot()
 		want := map[string]int{
-			"fanout_route_matches_total":          1 + 1 + 2 + 1, // a, b, d twice, e
-			"fanout_messages_routed_total":        4,
-			"fanout_messages_no_route_total":      1,
-			"fanout_child_sinks_selected_total":   2 + 2 + 1 + 1,
-			"fanout_required_child_success_total": 1, // y
-			"fanout_required_child_failure_total": 1, // x
-			"fanout_optional_child_timeout_total": 1, // audit
-			"fanout_optional_child_failure_total": 1, // spare
-			"fanout_messages_acked_total":         3, // a, d, e
-			"fanout_messages_ack_blocked_total":   1, // b
+			"fanout_route_matches_total":          1 + 1 + 2 + 1 + 1 + 3, // a, b, d twice, e, f, g×3
+			"fanout_messages_routed_total":        3 + 2 + 3,
+			"fanout_messages_no_route_total":      1,                     // c
+			"fanout_child_sinks_selected_total":   2 + 2 + 1 + 1 + 1 + 3, // d's two routes name y once
+			"fanout_required_child_success_total": 1,                     // y
+			"fanout_required_child_failure_total": 2,                     // x, bad
+			"fanout_optional_child_success_total": 1,                     // side
+			"fanout_optional_child_timeout_total": 1,                     // audit
+			"fanout_optional_child_failure_total": 1,                     // spare
+			"fanout_messages_acked_total":         6,                     // a, d, e, f, g1, g3
+			"fanout_messages_ack_blocked_total":   2,                     // b, g2
 		}
 		if diff := cmp.Diff(want, c); diff != "" {
 			t.Errorf("counters (-want +got):\n%s", diff)
@@ -123,9 +151,20 @@ func TestMetricValues(t *testing.T) {
 		if diff := cmp.Diff(wantG, g); diff != "" {
 			t.Errorf("gauges (-want +got):\n%s", diff)
 		}
-		wantO := map[string]int{"fanout_ack_gate_wait_seconds": 2, "fanout_batch_seconds": 2}
+		// Batch 1 waits audit's minimum_wait_ms after the required copies
+		// (TR = T0 here); the others release at once.
+		wantO := map[string][]float64{
+			"fanout_ack_gate_wait_seconds": {0.1, 0, 0},
+			"fanout_batch_seconds":         {0.1, 0, 0},
+		}
 		if diff := cmp.Diff(wantO, o); diff != "" {
 			t.Errorf("histogram observations (-want +got):\n%s", diff)
+		}
+		// Write calls that committed something: x (a) and y in batch 1,
+		// side in batch 2, [1] and [3] in batch 3. audit (cancelled),
+		// spare (failed) and bad's failing parts are not counted.
+		if diff := cmp.Diff([]time.Duration{0, 0, 0, 0, 0}, writes); diff != "" {
+			t.Errorf("reported write calls (-want +got):\n%s", diff)
 		}
 		close(audit.hold)
 	})
@@ -292,5 +331,55 @@ func TestOpenFailureStopsOpened(t *testing.T) {
 	ce, ok := errors.AsType[*sink.ConfigError](err)
 	if !ok || len(ce.Problems) != 1 || ce.Problems[0].Path != "sinks.c.password_env" {
 		t.Errorf("Open = %#v, want a configuration error at sinks.c.password_env", err)
+	}
+}
+
+// TestHealthcheckIgnoresOptionalOnlyTargets: the fanout health check (the
+// runner's probe while the process circuit is open) never fails because of
+// a target that no route requires, whether or not its circuit is open; a
+// failing required target fails it.
+func TestHealthcheckIgnoresOptionalOnlyTargets(t *testing.T) {
+	x := &healthTarget{}
+	side := &healthTarget{down: true} // circuit closed: it has not been written yet
+	p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("x"), opt("side", 0, 0)}}}}
+	s := newSinkWith(t, p, map[string]sink.Sink{"x": x, "side": side}, false, sink.Deps{})
+	if err := s.Healthcheck(context.Background()); err != nil {
+		t.Errorf("Healthcheck = %v with only the optional-only target failing, want nil", err)
+	}
+	if _, checks := side.counts(); checks != 0 {
+		t.Errorf("optional-only target checked %d times, want 0", checks)
+	}
+	if _, checks := x.counts(); checks != 1 {
+		t.Errorf("required target checked %d times, want 1", checks)
+	}
+	x.set(true)
+	if err := s.Healthcheck(context.Background()); err == nil || err.Error() != "sinks.x: auth failed" {
+		t.Errorf("Healthcheck = %v with the required target failing, want sinks.x: auth failed", err)
+	}
+}
+
+// TestProbeByWrite: a required target without a health check whose circuit
+// is open makes the sink ask for a half-open probe batch; a commit closes
+// its circuit and ends that; an optional-only target never asks for it.
+func TestProbeByWrite(t *testing.T) {
+	dest := sink.Result{Outcome: sink.Destination, Err: errors.New("401")}
+	web := &fakeTarget{outcome: map[uint64]sink.Result{1: dest}}
+	side := &fakeTarget{outcome: map[uint64]sink.Result{1: dest}}
+	p := Policy{Mode: ModeFirst, Routes: []Route{{Name: "r", Match: Match{Subject: ptr(">")}, Targets: []Target{req("web"), opt("side", 0, 1000)}}}}
+	s := newSink(t, p, map[string]*fakeTarget{"web": web, "side": side}, false)
+	if s.ProbeByWrite() {
+		t.Fatalf("ProbeByWrite before any failure = true")
+	}
+	s.WriteBatch(t.Context(), envs("a"))
+	if !s.ProbeByWrite() {
+		t.Errorf("ProbeByWrite with the required target down = false, want true")
+	}
+	delete(web.outcome, 1)
+	s.WriteBatch(t.Context(), envs("a"))
+	if diff := cmp.Diff(map[string]bool{"web": true, "side": false}, s.TargetHealth()); diff != "" {
+		t.Errorf("TargetHealth (-want +got):\n%s", diff)
+	}
+	if s.ProbeByWrite() {
+		t.Errorf("ProbeByWrite with only the optional-only target down = true, want false")
 	}
 }

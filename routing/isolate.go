@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -40,6 +41,7 @@ type writer struct {
 	tr        writeTracer // nil: no spans
 	required  bool        // the operation's role
 	timedOut  *atomic.Bool
+	writes    *func(time.Duration) // nil: write calls are not counted
 }
 
 // writeTracer is what the host's sink.Tracer offers beyond client spans
@@ -55,12 +57,12 @@ type writeTracer interface {
 // into a commit.
 func (w writer) call(ctx context.Context, batch []*sink.Envelope, depth int) []sink.Result {
 	if w.tr == nil {
-		return call(ctx, w.name, w.t, batch)
+		return w.counted(ctx, batch)
 	}
 	wctx, span := w.tr.StartWrite(ctx, batch, "write "+w.typ, depth,
 		sink.Attr{Key: "nats_sink.target", Value: w.name},
 		sink.Attr{Key: "nats_sink.target_required", Value: w.required})
-	out := call(wctx, w.name, w.t, batch)
+	out := w.counted(wctx, batch)
 	status := "committed"
 	var failed *sink.Result
 	for i := range out {
@@ -86,6 +88,23 @@ func (w writer) call(ctx context.Context, batch []*sink.Envelope, depth int) []s
 	}
 	span.SetAttributes(sink.Attr{Key: "nats_sink.target_status", Value: status})
 	span.End()
+	return out
+}
+
+// counted makes one target call and reports it to the host's write
+// metrics when it committed at least one message.
+func (w writer) counted(ctx context.Context, batch []*sink.Envelope) []sink.Result {
+	if w.writes == nil {
+		return call(ctx, w.name, w.t, batch)
+	}
+	start := time.Now()
+	out := call(ctx, w.name, w.t, batch)
+	for _, r := range out {
+		if r.Outcome.Acked() {
+			(*w.writes)(time.Since(start))
+			break
+		}
+	}
 	return out
 }
 

@@ -339,3 +339,26 @@ func TestGateUnknownOutcomeIsNotCommitted(t *testing.T) {
 		t.Errorf("outcome = %v, want temporary", got[0].Outcome)
 	}
 }
+
+// TestGateDefaultRoute: under no_match "default_route" a message no route
+// matches is written to the default targets only, and a matching one to
+// its route's targets only.
+func TestGateDefaultRoute(t *testing.T) {
+	x, fallback := &fakeTarget{}, &fakeTarget{}
+	p := Policy{Mode: ModeFirst, NoMatch: NoMatchDefault, DefaultTargets: []Target{req("fallback")},
+		Routes: []Route{{Name: "r", Match: Match{Subject: ptr("a")}, Targets: []Target{req("x")}}}}
+	s := newSink(t, p, map[string]*fakeTarget{"x": x, "fallback": fallback}, false)
+	got := s.WriteBatch(t.Context(), envs("a", "zzz", "a", "yyy"))
+	if diff := cmp.Diff([]sink.Outcome{sink.Committed, sink.Committed, sink.Committed, sink.Committed}, outcomes(got)); diff != "" {
+		t.Fatalf("outcomes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint64{1, 3}, x.written); diff != "" {
+		t.Errorf("route target written (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]uint64{2, 4}, fallback.written); diff != "" {
+		t.Errorf("default target written (-want +got):\n%s", diff)
+	}
+	if s.Ignored(envs("zzz")[0]) {
+		t.Errorf("a default-routed message reported as ignored")
+	}
+}

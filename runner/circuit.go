@@ -33,6 +33,15 @@ func (c *circuit) notify() {
 	c.changed = make(chan struct{})
 }
 
+// writeProber is implemented by a sink whose health check cannot always
+// probe what broke: the fanout sink, when a required target with an open
+// circuit has no health check of its own. While ProbeByWrite is true the
+// circuit is probed half-open, with one real batch, as for a sink without
+// Healthcheck; a health check that passed without looking at the broken
+// destination would close the circuit, report ready and refetch at the
+// shortest back-off again and again.
+type writeProber interface{ ProbeByWrite() bool }
+
 // waitCircuit returns when fetching may proceed. probe is true when the next
 // fetch is the half-open probe of a sink without Healthcheck; ok is false
 // when the runner is stopping.
@@ -67,6 +76,9 @@ func (r *Runner) waitCircuit(ctx context.Context, log *slog.Logger) (probe, ok b
 			return false, false
 		}
 		hc, ok := r.Sink.(sink.HealthChecker)
+		if pw, can := r.Sink.(writeProber); ok && can && pw.ProbeByWrite() {
+			ok = false // its broken part has no health check: probe with a batch
+		}
 		if !ok {
 			c.mu.Lock()
 			c.probing = true

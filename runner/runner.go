@@ -488,6 +488,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.st.metrics = &telemetry.Metrics{}
 	}
 	r.st.stop = make(chan struct{})
+	if wc, ok := r.Sink.(writeCounter); ok {
+		m := r.st.metrics
+		wc.CountWrites(func(d time.Duration) {
+			m.SinkBatchWriteSeconds.Observe(d.Seconds())
+			m.SinkBatchesWritten.Inc()
+		})
+	}
 	if !r.timedProbe {
 		r.st.noWait = noWaitOpt()
 	}
