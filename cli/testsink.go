@@ -54,7 +54,7 @@ func runTestSink(env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, "ACK policy: commit-then-acknowledge")
 		names = []string{ns.Name}
 	case *allNamed:
-		names = cfg.NamedSinkNames()
+		names = cfg.NamedSinksInFileOrder()
 		if len(names) == 0 {
 			fmt.Fprintln(env.Stderr, "Configuration error: no named sinks are configured")
 			return exitConfig

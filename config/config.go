@@ -113,6 +113,7 @@ func Parse(data []byte, name string, reg *sink.Registry, env Env) (*Config, erro
 	fields.Decode(root, &cfg, "", &p)
 	cfg.decodeSink(root, reg, &p)
 	cfg.decodeNamedSinks(sinksTree, hasSinks, rp.sinks, reg, &p)
+	cfg.namedOrder = objectKeys(data, strings.Split(rp.sinks, ".")...)
 	cfg.decodeRouting(routingTree, rp, &p)
 	cfg.validate(&p)
 	cfg.resolveRouting(rp, cfg.Delivery.PermanentFailureIsolation, &p)

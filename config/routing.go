@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -221,6 +223,60 @@ func (c *Config) NamedSinkNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// NamedSinksInFileOrder returns the names of the named sinks in the order
+// the configuration file wrote them; names the file did not write (an
+// override, a Go-built configuration) follow, ascending.
+func (c *Config) NamedSinksInFileOrder() []string {
+	names := make([]string, 0, len(c.Sinks))
+	for _, n := range c.namedOrder {
+		if _, ok := c.Sinks[n]; ok && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, n := range c.NamedSinkNames() {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// objectKeys returns the member names, in document order, of the object
+// at path (member names from the root) in the JSON document data; nil when
+// there is none. The decoded tree is a map and keeps no order.
+func objectKeys(data []byte, path ...string) []string {
+	raw := json.RawMessage(data)
+	for _, k := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil
+		}
+		next, ok := m[k]
+		if !ok {
+			return nil
+		}
+		raw = next
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		key, _ := t.(string)
+		keys = append(keys, key)
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return keys
+		}
+	}
+	return keys
 }
 
 // decodeRouting decodes the routing section onto its defaults.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -169,6 +170,29 @@ func TestRoutingCompactEqualsTopLevel(t *testing.T) {
 		}
 		if !has {
 			t.Errorf("effective config: %q presence wrong in\n%s", want, outs[0])
+		}
+	}
+}
+
+// TestNamedSinksInFileOrder: test-sink --all-named-sinks lists the named
+// sinks as the file wrote them, in the top-level and the compact form;
+// NamedSinkNames stays ascending.
+func TestNamedSinksInFileOrder(t *testing.T) {
+	sinks := `{"zeta": {"type": "file", "directory": "z"}, "alpha": {"type": "file", "directory": "a"}, "mid": {"type": "file", "directory": "m"}}`
+	routes := `"routes": [{"name": "r", "match": {"subject": "orders.>"}, "targets": ["zeta", "alpha", "mid"]}]`
+	for name, doc := range map[string]string{
+		"top-level": fanoutDoc(`"sink": {"type": "fanout"}, "sinks": ` + sinks + `, "routing": {"enabled": true, ` + routes + `}`),
+		"compact":   fanoutDoc(`"sink": {"type": "fanout", "sinks": ` + sinks + `, ` + routes + `}`),
+	} {
+		cfg, err := Parse([]byte(doc), "test.json", testRegistry(), noEnv)
+		if err != nil {
+			t.Fatalf("%s: Parse: %v", name, err)
+		}
+		if got, want := cfg.NamedSinksInFileOrder(), []string{"zeta", "alpha", "mid"}; !slices.Equal(got, want) {
+			t.Errorf("%s: NamedSinksInFileOrder() = %v, want %v", name, got, want)
+		}
+		if got, want := cfg.NamedSinkNames(), []string{"alpha", "mid", "zeta"}; !slices.Equal(got, want) {
+			t.Errorf("%s: NamedSinkNames() = %v, want %v", name, got, want)
 		}
 	}
 }

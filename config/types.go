@@ -30,6 +30,10 @@ type Config struct {
 	// fanout sink writes to those its routes use; with any other active
 	// sink they are validated only.
 	Sinks map[string]*NamedSink `json:"sinks" fields:"external"`
+	// namedOrder is the names of Sinks in the order the file wrote them
+	// (test-sink --all-named-sinks lists them so); nil for a Go-built
+	// configuration.
+	namedOrder []string
 	// Routing is the route policy of a fanout sink.
 	Routing Routing `json:"routing" fields:"external"`
 
