@@ -38,7 +38,8 @@ func verifyLake(t *testing.T, lake string, expect string) (verifyReport, string)
 	return rep, strings.TrimSpace(string(out))
 }
 
-// TestSegmentsParquetCrash kills the real binary twice with SIGKILL while it
+// TestSegmentsParquetCrash kills the real binary with SIGKILL (twice over 20,000
+// messages; three times over 100,000 with NATS_SINKS_SOAK=1) while it
 // builds Parquet segments in held mode, with the consumer created by the
 // product (so with room for the held messages). After each kill, every
 // stream sequence at or below the consumer's ack floor must already lie in a
@@ -46,7 +47,7 @@ func verifyLake(t *testing.T, lake string, expect string) (verifyReport, string)
 // was committed. After the restarts and a drain, every sequence is present
 // and no open segment is left.
 func TestSegmentsParquetCrash(t *testing.T) {
-	n, kills := scaled(20000, 50000), 2
+	n, kills := scaled(20000, 100000), scaled(2, 3)
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})
