@@ -1,4 +1,4 @@
-// Package cli implements the nats-sink command line (spec cli.md). Main
+// Package cli implements the nats-sink command line (the README lists the commands). Main
 // returns the exit code instead of exiting, so commands are testable with
 // txtar scripts and only package main calls os.Exit.
 package cli

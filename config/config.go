@@ -1,4 +1,4 @@
-// Package config loads the nats-sink configuration file (spec config.md):
+// Package config loads the nats-sink configuration file (docs/configuration.md):
 // strict parsing, environment overrides, the docs/configuration.md#compatible-coercions compat coercions, every
 // problem reported at once in schema order, and the sink section handed to
 // the sink type's Decoder. The sections are plain structs decoded onto the

@@ -71,7 +71,7 @@ var (
 	routeName     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`)
 	nameRuleText  = `name must start with a letter and contain only letters, digits, ".", "_", ":" or "-" (at most 128 characters)`
 	secretHeaders = []string{"authorization", "cookie", "proxy-authorization", "x-api-key", "x-auth-token"}
-	// protocolOwnedHeaders are the header names config.md reserves for the
+	// protocolOwnedHeaders are the header names docs/configuration.md reserves for the
 	// WebSocket handshake; a route must not match on them either.
 	protocolOwnedHeaders = []string{"connection", "content-length", "host", "sec-websocket-accept", "sec-websocket-extensions", "sec-websocket-key", "sec-websocket-protocol", "sec-websocket-version", "transfer-encoding", "upgrade"}
 	// routableTypes are the values target_sink_types accepts.

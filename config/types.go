@@ -6,7 +6,7 @@ import (
 	"github.com/nats-sinks/nats-sink/sink"
 )
 
-// Config is one loaded, validated configuration file (spec config.md).
+// Config is one loaded, validated configuration file (docs/configuration.md).
 // Units are the file's units (seconds, milliseconds); callers convert.
 // Nullable keys are pointers: nil is the spec's null.
 type Config struct {
@@ -258,7 +258,7 @@ type Tracing struct {
 	HeadersEnv  map[string]string `json:"headers_env" null:"empty" pattern:"^[A-Z_][A-Z0-9_]{0,127}$" doc:"Exporter request headers whose values come from environment variables."`
 }
 
-// Default returns a configuration holding every default of config.md. The
+// Default returns a configuration holding every default of docs/configuration.md. The
 // required keys (nats.stream, nats.consumer, nats.subject, sink) are empty.
 func Default() Config {
 	return Config{

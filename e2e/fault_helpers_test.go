@@ -43,7 +43,7 @@ func scaled(ci, full int) int {
 }
 
 // runDoc is a run configuration under construction: the sections of
-// config.md as maps, so each test states only what differs.
+// docs/configuration.md as maps, so each test states only what differs.
 type runDoc struct {
 	NATS     map[string]any
 	Consumer map[string]any // consumer_management

@@ -18,7 +18,7 @@ const (
 )
 
 // Retry holds the retry settings of docs/configuration.md#delivery (delivery.max_retries and the
-// retry_backoff_* keys). Zero values mean the config.md defaults. Fields whose
+// retry_backoff_* keys). Zero values mean the docs/configuration.md defaults. Fields whose
 // configured value may legitimately be 0 are pointers, so that nil ("unset",
 // default) and 0 are distinct; write new(0) for an explicit zero.
 type Retry struct {

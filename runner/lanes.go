@@ -21,7 +21,7 @@ const (
 // priority, and the batch is handed to the sink in weighted round-robin
 // order over the lanes, so that within one batch high-priority messages are
 // written first without starving the others. Lanes reorder within a batch
-// only; ACKs stay in delivery order. Zero values mean the config.md
+// only; ACKs stay in delivery order. Zero values mean the docs/configuration.md
 // defaults.
 type PriorityLanes struct {
 	// Lanes in configuration order, which is the round-robin order; empty

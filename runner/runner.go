@@ -12,7 +12,7 @@
 // commit only (README.md#the-guarantee, docs/delivery.md#fetching-and-in-flight-batches).
 //
 // A Runner is configured like http.Server: set its fields, then call Run.
-// Zero values mean the config.md defaults.
+// Zero values mean the docs/configuration.md defaults.
 //
 // # Delivery options
 //
@@ -87,7 +87,7 @@ var ErrConsumerNotFound = errors.New("consumer not found")
 // → encrypt → WriteBatch with isolation → dead-letter → ACK/TERM → NAK.
 //
 // Set the fields before Run and do not change them afterwards. A nil optional
-// field disables that feature; a zero value means the config.md default.
+// field disables that feature; a zero value means the docs/configuration.md default.
 // A Runner runs once.
 type Runner struct {
 	// Consumer is the bound pull consumer. Required.

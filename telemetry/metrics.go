@@ -434,7 +434,7 @@ func (m *Metrics) Namespace() string {
 	return m.namespace
 }
 
-// NewCounter creates a sink-specific counter (sinks.md, e.g.
+// NewCounter creates a sink-specific counter (each sink's page in docs/, e.g.
 // "postgres_duplicates_total") under the same namespace and registerer, and
 // includes it in the snapshot. Labelled metrics are not supported here. A nil
 // *Metrics returns a nil (no-op) counter. Asking again for a sink metric of the

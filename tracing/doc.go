@@ -1,5 +1,5 @@
-// Package tracing is nats-sink's OpenTelemetry tracing (spec observability.md
-// docs/tracing.md, docs/configuration.md#tracing): W3C Trace Context and Baggage propagation through NATS
+// Package tracing is nats-sink's OpenTelemetry tracing (docs/tracing.md,
+// docs/configuration.md#tracing): W3C Trace Context and Baggage propagation through NATS
 // headers, the per-message consume span, the write span, the DLQ publish span
 // and sink client spans, exported over OTLP/HTTP (protobuf), OTLP/gRPC or as
 // JSON lines on stdout.

@@ -9,9 +9,9 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 )
 
-// The files in testdata are copied byte for byte from spec/data-shapes.md,
-// which holds upstream's output as normative golden data, so this package's
-// tests never depend on the spec directory being present:
+// The files in testdata are the Python project's output, kept byte for byte
+// as normative golden data (docs/formats.md shows them), so this package's
+// tests depend on nothing outside the repository:
 //
 //	payload_envelopes.ascii.jsonl    docs/formats.md#payload-normalisation, the three payload envelopes
 //	encryption_envelopes.ascii.jsonl docs/formats.md#encryption-envelope, the three encryption test vectors

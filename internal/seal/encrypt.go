@@ -18,7 +18,7 @@ import (
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
 )
 
-// Settings is one encryption configuration: the top level of config.md
+// Settings is one encryption configuration: the top level of docs/configuration.md
 // docs/delivery.md#ack-order or, after inheritance, one rule's effective values.
 type Settings struct {
 	// Enabled says whether the settings encrypt at all. Policy reads it;

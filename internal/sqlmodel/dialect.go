@@ -78,7 +78,7 @@ func (d Dialect) UpdateMode() Mode {
 	return Upsert
 }
 
-// Modes lists the modes the dialect accepts, in the order of its sinks.md
+// Modes lists the modes the dialect accepts, in the order of its docs/sql.md
 // table.
 func (d Dialect) Modes() []Mode {
 	switch d {

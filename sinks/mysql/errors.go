@@ -23,8 +23,8 @@ const (
 	classDestination
 )
 
-// classifyCode maps a MySQL/MariaDB error number to its class (sinks.md
-// docs/sql.md#per-database). Codes marked [ext] are not in the spec's lists; they are the same
+// classifyCode maps a MySQL/MariaDB error number to its class
+// (docs/sql.md#per-database). Codes marked [ext] are not in the spec's lists; they are the same
 // kind of failure as their neighbours.
 func classifyCode(mode sqlmodel.Mode, code uint16) class {
 	switch code {
