@@ -30,10 +30,13 @@ func verifyLake(t *testing.T, lake string, expect string) (verifyReport, string)
 	if expect != "" {
 		args = append(args, "--expect", expect)
 	}
-	out, _ := exec.Command(binary, args...).Output() // exit 1 when sequences are missing
+	cmd := exec.Command(binary, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, _ := cmd.Output() // exit 1 when sequences are missing
 	var rep verifyReport
 	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("verify output %q: %v", out, err)
+		t.Fatalf("verify %v: output %q: %v\nstderr: %s", args, out, err, stderr.String())
 	}
 	return rep, strings.TrimSpace(string(out))
 }
@@ -89,7 +92,14 @@ func TestSegmentsParquetCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		floor := info.AckFloor.Stream
-		rep, out := verifyLake(t, lake, fmt.Sprintf("SEG:1-%d", floor))
+		// A kill between a segment's commit and its ACKs reaching the
+		// server leaves the floor where it was (0 in the first round):
+		// then there is no range to expect yet.
+		expect := ""
+		if floor > 0 {
+			expect = fmt.Sprintf("SEG:1-%d", floor)
+		}
+		rep, out := verifyLake(t, lake, expect)
 		t.Logf("round %d: killed; ack floor %d, ack pending %d; verify %s", round, floor, info.NumAckPending, out)
 		if rep.Unreadable != 0 || len(rep.Streams) != 1 || rep.Streams[0].Missing != 0 {
 			t.Errorf("after kill %d: sequences at or below the ack floor %d missing from committed segments: %s", round, floor, out)
