@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -13,8 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,20 +77,8 @@ func fanScrape(t *testing.T, addr string) map[string]float64 {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[strings.TrimPrefix(name, "nats_sinks_")] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
+	out, err := parseMetrics(resp.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -160,20 +160,8 @@ func (m *member) scrape() (map[string]float64, error) {
 		return m.last, err
 	}
 	defer resp.Body.Close()
-	got := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			got[strings.TrimPrefix(name, "nats_sinks_")] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
+	got, err := parseMetrics(resp.Body)
+	if err != nil {
 		return m.last, err
 	}
 	m.last = got
@@ -471,4 +459,23 @@ func poll(t *testing.T, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// parseMetrics reads a /metrics page's unlabelled samples, keyed by name
+// without the nats_sinks_ prefix.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	got := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			got[strings.TrimPrefix(name, "nats_sinks_")] = v
+		}
+	}
+	return got, sc.Err()
 }

@@ -41,6 +41,17 @@ func verifyLake(t *testing.T, lake string, expect string) (verifyReport, string)
 	return rep, strings.TrimSpace(string(out))
 }
 
+// expectUpTo is verify's --expect for stream SEG's sequences 1..floor, or
+// none for floor 0: a kill between a segment's commit and its ACKs reaching
+// the server leaves the floor where it was (0 in the first round), and
+// "SEG:1-0" is no range.
+func expectUpTo(floor uint64) string {
+	if floor == 0 {
+		return ""
+	}
+	return fmt.Sprintf("SEG:1-%d", floor)
+}
+
 // TestSegmentsParquetCrash kills the real binary with SIGKILL (twice over 20,000
 // messages; three times over 100,000 with NATS_SINKS_SOAK=1) while it
 // builds Parquet segments in held mode, with the consumer created by the
@@ -92,14 +103,7 @@ func TestSegmentsParquetCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		floor := info.AckFloor.Stream
-		// A kill between a segment's commit and its ACKs reaching the
-		// server leaves the floor where it was (0 in the first round):
-		// then there is no range to expect yet.
-		expect := ""
-		if floor > 0 {
-			expect = fmt.Sprintf("SEG:1-%d", floor)
-		}
-		rep, out := verifyLake(t, lake, expect)
+		rep, out := verifyLake(t, lake, expectUpTo(floor))
 		t.Logf("round %d: killed; ack floor %d, ack pending %d; verify %s", round, floor, info.NumAckPending, out)
 		if rep.Unreadable != 0 || len(rep.Streams) != 1 || rep.Streams[0].Missing != 0 {
 			t.Errorf("after kill %d: sequences at or below the ack floor %d missing from committed segments: %s", round, floor, out)
@@ -110,16 +114,7 @@ func TestSegmentsParquetCrash(t *testing.T) {
 	}
 
 	p := start(t, cfg)
-	natstest.WaitFor(t, 3*time.Minute, func() error {
-		floor, pending, err := ackState(ctx, js, "SEG", "seg-lake")
-		if err != nil {
-			return err
-		}
-		if floor != uint64(n) || pending != 0 {
-			return fmt.Errorf("ack floor %d, ack pending %d; want %d, 0", floor, pending, n)
-		}
-		return nil
-	})
+	natstest.WaitAckState(t, js, "SEG", "seg-lake", uint64(n), 0, 3*time.Minute)
 	waitFetching(t, js, "SEG", "seg-lake")
 	p.stop(t)
 

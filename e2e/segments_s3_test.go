@@ -103,7 +103,7 @@ func TestSegmentsS3ParquetCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		floor := info.AckFloor.Stream
-		rep, out := verifyLake(t, downloadLake(t, st), fmt.Sprintf("SEG:1-%d", floor))
+		rep, out := verifyLake(t, downloadLake(t, st), expectUpTo(floor))
 		t.Logf("round %d: killed; ack floor %d, ack pending %d; verify %s", round, floor, info.NumAckPending, out)
 		if floor > 0 && (rep.Unreadable != 0 || len(rep.Streams) != 1 || rep.Streams[0].Missing != 0) {
 			t.Errorf("after kill %d: sequences at or below the ack floor %d missing from uploaded segments: %s", round, floor, out)
@@ -111,16 +111,7 @@ func TestSegmentsS3ParquetCrash(t *testing.T) {
 	}
 
 	p := start(t, cfg)
-	natstest.WaitFor(t, 3*time.Minute, func() error {
-		floor, pending, err := ackState(ctx, js, "SEG", "seg-lake")
-		if err != nil {
-			return err
-		}
-		if floor != uint64(n) || pending != 0 {
-			return fmt.Errorf("ack floor %d, ack pending %d; want %d, 0", floor, pending, n)
-		}
-		return nil
-	})
+	natstest.WaitAckState(t, js, "SEG", "seg-lake", uint64(n), 0, 3*time.Minute)
 	waitFetching(t, js, "SEG", "seg-lake")
 	p.stop(t)
 

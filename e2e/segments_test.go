@@ -109,16 +109,7 @@ func segmentsCrash(t *testing.T, n, kills int, compression string) {
 	}
 
 	p := start(t, cfg)
-	natstest.WaitFor(t, 3*time.Minute, func() error {
-		floor, pending, err := ackState(ctx, js, "SEG", "seg-lake")
-		if err != nil {
-			return err
-		}
-		if floor != uint64(n) || pending != 0 {
-			return fmt.Errorf("ack floor %d, ack pending %d; want %d, 0", floor, pending, n)
-		}
-		return nil
-	})
+	natstest.WaitAckState(t, js, "SEG", "seg-lake", uint64(n), 0, 3*time.Minute)
 	waitFetching(t, js, "SEG", "seg-lake")
 	p.stop(t)
 
