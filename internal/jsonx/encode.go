@@ -173,6 +173,8 @@ func (e *encoder) value(dst []byte, v any, depth int) []byte {
 			return append(dst, "null"...)
 		}
 		return AppendFloat(dst, *x)
+	case Raw:
+		return append(dst, x...)
 	case Object:
 		if len(x) == 0 {
 			return append(dst, "{}"...)

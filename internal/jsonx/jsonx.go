@@ -61,6 +61,14 @@ func (n Number) Float() float64 {
 	return f
 }
 
+// Raw is JSON text that the compact encoders (Append, Marshal) write as it
+// is: a value encoded beforehand, for a document built around it, such as
+// a payload from AppendCanonical. The encoder does not look inside: Raw
+// must be one valid JSON value in the flavour and member order of the
+// document it goes into. The pretty encoders and AppendOrdered with
+// JSONBOrder would not re-indent or reorder it; do not give it to them.
+type Raw []byte
+
 // SyntaxError reports input that is not strict JSON. Error() reads
 // "invalid JSON at line L column C: <reason>" (1-based line and column).
 // Lines are counted by '\n'; Column counts bytes, not characters, from the

@@ -78,6 +78,8 @@ func TestAppendPayloadMatchesNormalisePayload(t *testing.T) {
 	}
 }
 
+// FuzzAppendPayload also checks the file record's streaming form
+// (AppendFileRecord), which encodes the payload the same way.
 func FuzzAppendPayload(f *testing.F) {
 	for _, data := range appendPayloadData {
 		f.Add([]byte(data), false)
@@ -90,6 +92,7 @@ func FuzzAppendPayload(f *testing.F) {
 			e.Payload = sink.PayloadPresence{Omitted: true, OmittedReason: "headers_only"}
 		}
 		checkAppendPayload(t, e)
+		checkAppendFileRecord(t, e)
 	})
 }
 

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nats-sinks/nats-sink/internal/fields"
-	"github.com/nats-sinks/nats-sink/internal/jsonx"
 	"github.com/nats-sinks/nats-sink/internal/record"
 	"github.com/nats-sinks/nats-sink/sink"
 )
@@ -66,6 +65,10 @@ type Sink struct {
 	// lineHint is the recent average record size plus slack, for sizing a
 	// batch's encoding buffer.
 	lineHint atomic.Int64
+	// batchBufs keeps WriteBatch's batch buffers (*[]byte) for the next
+	// batch: a 500-record batch is about 1 MB, and allocating it each time
+	// cost its zeroing and the collector's work on every batch.
+	batchBufs sync.Pool
 
 	mu   sync.Mutex
 	open map[string]*segment // by location directory (prefix and partition)
@@ -270,7 +273,8 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	// Every record of the batch is encoded into one buffer, sized from the
 	// records seen so far: no per-record allocation and regrowth, and a
 	// group whose records are adjacent in it is written without a copy.
-	buf := make([]byte, 0, len(batch)*int(s.lineHint.Load()))
+	buf := s.batchBuffer(len(batch) * int(s.lineHint.Load()))
+	defer func() { s.keepBatchBuffer(buf) }()
 	for i, e := range batch {
 		var it item
 		var dir string
@@ -318,6 +322,27 @@ func (s *Sink) WriteBatch(ctx context.Context, batch []*sink.Envelope) []sink.Re
 	return results
 }
 
+// maxBatchBuffer bounds the batch buffers batchBufs keeps: one grown by
+// large messages is left to the collector.
+const maxBatchBuffer = 16 << 20
+
+// batchBuffer returns an empty buffer with room for size bytes.
+func (s *Sink) batchBuffer(size int) []byte {
+	if bp, ok := s.batchBufs.Get().(*[]byte); ok && cap(*bp) >= size {
+		return (*bp)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+// keepBatchBuffer returns buf to batchBufs once WriteBatch is done with it:
+// the lines in it have been written, and nothing refers to them after.
+func (s *Sink) keepBatchBuffer(buf []byte) {
+	if cap(buf) <= maxBatchBuffer {
+		buf = buf[:0]
+		s.batchBufs.Put(&buf)
+	}
+}
+
 // buildInto appends e's record (its line) to buf and works out its location
 // directory; the item's off and end locate the line in the returned buffer.
 func (s *Sink) buildInto(buf []byte, e *sink.Envelope, storedAt time.Time) ([]byte, item, string, error) {
@@ -325,13 +350,11 @@ func (s *Sink) buildInto(buf []byte, e *sink.Envelope, storedAt time.Time) ([]by
 	if err != nil {
 		return buf, item{}, "", err
 	}
-	p, err := record.NormalisePayload(e, record.PayloadMode(s.cfg.PayloadMode))
+	off := len(buf)
+	buf, err = record.AppendFileRecord(buf, e, record.PayloadMode(s.cfg.PayloadMode), s.cfg.IncludeMetadata, storedAt)
 	if err != nil {
 		return buf, item{}, "", fmt.Errorf("segments sink (stream seq %d): %w", e.StreamSequence, err)
 	}
-	doc := record.FileRecord(e, p, s.cfg.IncludeMetadata, storedAt)
-	off := len(buf)
-	buf = jsonx.Append(buf, doc, jsonx.UTF8)
 	buf = append(buf, '\n')
 	return buf, item{seq: e.StreamSequence, off: off, end: len(buf)}, dir, nil
 }
@@ -342,12 +365,10 @@ func (s *Sink) build(e *sink.Envelope, storedAt time.Time) (item, string, error)
 	if err != nil {
 		return item{}, "", err
 	}
-	p, err := record.NormalisePayload(e, record.PayloadMode(s.cfg.PayloadMode))
+	line, err := record.AppendFileRecord(make([]byte, 0, 2048+len(e.Data)), e, record.PayloadMode(s.cfg.PayloadMode), s.cfg.IncludeMetadata, storedAt)
 	if err != nil {
 		return item{}, "", fmt.Errorf("segments sink (stream seq %d): %w", e.StreamSequence, err)
 	}
-	doc := record.FileRecord(e, p, s.cfg.IncludeMetadata, storedAt)
-	line := jsonx.Append(make([]byte, 0, 512+len(e.Data)), doc, jsonx.UTF8)
 	line = append(line, '\n')
 	return item{line: line, seq: e.StreamSequence}, dir, nil
 }
