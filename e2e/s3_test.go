@@ -38,6 +38,32 @@ type s3Server struct {
 	waiting int // PUTs held by gate right now
 	gate    chan struct{}
 	latency time.Duration
+	// Until refuseUntil, every PUT and POST (uploads, multipart steps) is
+	// answered 503 SlowDown, counted in refused: a store that is briefly
+	// unavailable.
+	refuseUntil time.Time
+	refused     int
+}
+
+// refuseFor makes the store answer uploads 503 for d from now.
+func (s *s3Server) refuseFor(d time.Duration) {
+	s.mu.Lock()
+	s.refuseUntil = time.Now().Add(d)
+	s.mu.Unlock()
+}
+
+// refusing reports (and counts) whether r is refused with a 503 now.
+func (s *s3Server) refusing(r *http.Request) bool {
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().Before(s.refuseUntil) {
+		s.refused++
+		return true
+	}
+	return false
 }
 
 func newS3Server(t *testing.T, gate chan struct{}, latency time.Duration) *s3Server {
@@ -45,6 +71,13 @@ func newS3Server(t *testing.T, gate chan struct{}, latency time.Duration) *s3Ser
 	s := &s3Server{backend: s3mem.New(), gate: gate, latency: latency}
 	fake := gofakes3.New(s.backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.refusing(r) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
 		if r.Method != http.MethodPut {
 			fake.ServeHTTP(w, r)
 			return
