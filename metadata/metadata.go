@@ -1,5 +1,5 @@
 // Package metadata resolves a message's priority, classification and labels
-// from its headers, subject rules and defaults (spec docs/formats.md#metadata-document,
+// from its headers, subject rules and defaults (docs/formats.md#metadata-document,
 // docs/configuration.md#priority-classification-and-labels). Pure functions, no I/O.
 package metadata
 

@@ -1,5 +1,5 @@
 // Package natsconfig holds the settings of one NATS connection: the keys of
-// the configuration's nats section (spec docs/configuration.md#nats) other than the
+// the configuration's nats section (docs/configuration.md#nats) other than the
 // stream, consumer and subject to read, which the NATS republish sink's
 // "connection" object shares. It is one type, decoded, validated and turned
 // into client options the same way wherever it appears; the configuration

@@ -6,7 +6,7 @@ import (
 )
 
 // An Envelope is the immutable record built from one JetStream message
-// (spec docs/formats.md#metadata-document). It is the only thing a sink sees. Sinks must not
+// (docs/formats.md#metadata-document). It is the only thing a sink sees. Sinks must not
 // modify an Envelope or its slices and maps: the runner may hand the same
 // envelope to another WriteBatch call during isolation.
 //

@@ -53,7 +53,7 @@ func (o Outcome) String() string {
 func (o Outcome) Acked() bool { return o == Committed || o == Duplicate }
 
 // Error types carried by Permanent results; they become the DLQ body's
-// error_type and the Nats-Sinks-Error-Type header (spec docs/formats.md#dlq-body).
+// error_type and the Nats-Sinks-Error-Type header (docs/formats.md#dlq-body).
 const (
 	PermanentSinkError = "PermanentSinkError"
 	SerializationError = "SerializationError"

@@ -1,5 +1,5 @@
 // Package sqlconfig holds the configuration keys every SQL sink (oracle,
-// mysql, postgres, sqlite) shares (spec docs/sql.md): the default table,
+// mysql, postgres, sqlite) shares (docs/sql.md): the default table,
 // per-subject table routes, the payload mode, the column mapping of
 // docs/formats.md#sql-tables and the idempotency key. A SQL sink's Config embeds
 // Shared; the keys decode inline, in the sink object, after the sink's own.

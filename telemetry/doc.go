@@ -1,5 +1,5 @@
 // Package telemetry holds nats-sink's observability plumbing: the core
-// metrics of spec docs/observability.md#metrics with their JSON snapshot file
+// metrics of docs/observability.md#metrics with their JSON snapshot file
 // (docs/formats.md#metrics-snapshot), the metrics/health HTTP endpoint (docs/observability.md#health-endpoints) and the slog
 // setup (docs/observability.md#logs).
 //

@@ -1,4 +1,4 @@
-// Package dlq builds dead-letter messages (spec docs/formats.md#dead-letter-messages): the body and
+// Package dlq builds dead-letter messages (docs/formats.md#dead-letter-messages): the body and
 // every header. Publishing is the runner's job.
 package dlq
 

@@ -11,7 +11,7 @@ import (
 )
 
 // Problems collects configuration problems and reports them in schema order
-// (spec docs/configuration.md#how-a-file-is-loaded): keys in struct-field order, array items by index,
+// (docs/configuration.md#how-a-file-is-loaded): keys in struct-field order, array items by index,
 // several problems at one path in the order they were added. The zero value
 // is ready to use.
 //

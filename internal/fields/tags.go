@@ -1,7 +1,7 @@
 // Package fields is nats-sink's one declarative configuration decoder. Every
 // configuration section and every sink's Config is a plain Go struct that
 // already holds its defaults; Decode fills it from a jsonx tree following the
-// loading rules of spec docs/configuration.md#how-a-file-is-loaded (strict keys, docs/delivery.md#the-guarantee coercions, every
+// loading rules of docs/configuration.md#how-a-file-is-loaded (strict keys, the compatible coercions of docs/configuration.md#compatible-coercions, every
 // problem with its JSON path), and Schema generates the JSON Schema from the
 // same types, so validation and schema cannot drift apart (docs/configuration.md).
 //

@@ -1,5 +1,5 @@
 // Package intake builds sink.Envelopes from received JetStream messages
-// (spec docs/formats.md#metadata-document): header normalisation, JetStream metadata from the
+// (docs/formats.md#metadata-document): header normalisation, JetStream metadata from the
 // ACK reply subject, payload presence (headers-only), message id and
 // metadata resolution. Pure functions, no I/O.
 package intake

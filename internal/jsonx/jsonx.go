@@ -1,5 +1,5 @@
 // Package jsonx is nats-sink's one JSON parser and encoder: the strict parser
-// of spec docs/formats.md#json-encoding (payloads, encryption envelopes, configuration
+// of docs/formats.md#json-encoding (payloads, encryption envelopes, configuration
 // files) and the canonical encoder of docs/formats.md#json-encoding (sorted keys, compact or
 // pretty layout, utf8 or ascii flavour, Python-compatible float rendering).
 //

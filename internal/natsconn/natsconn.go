@@ -1,6 +1,6 @@
 // Package natsconn turns NATS connection settings (natsconfig.Connection:
 // the nats section, or the NATS republish sink's connection object) into
-// nats.go client options, the same way for both (spec docs/security.md#authenticating-to-nats).
+// nats.go client options, the same way for both (docs/security.md#authenticating-to-nats).
 //
 // Everything the client would otherwise only discover while connecting —
 // an unset environment variable, an unreadable or malformed credentials,

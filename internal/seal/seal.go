@@ -1,5 +1,5 @@
 // Package seal encrypts message payloads into nats-sinks encryption
-// envelopes and decrypts them again (spec docs/formats.md#encryption-envelope, docs/configuration.md#encryption,
+// envelopes and decrypts them again (docs/formats.md#encryption-envelope, docs/configuration.md#encryption,
 // docs/security.md#payload-encryption-keys). It is named seal because "crypto" would shadow the
 // standard library.
 //

@@ -1,5 +1,5 @@
 // Package sqlmodel is the relational model shared by the SQL sinks (oracle,
-// mysql, postgres, sqlite): the configuration keys of spec docs/sql.md, the
+// mysql, postgres, sqlite): the configuration keys of docs/sql.md, the
 // identifier rules of each database, the bound row values of docs/formats.md#sql-tables,
 // routing and grouping of rows per table, update-column resolution, the
 // auto_create DDL texts, and a transactional write skeleton (Writer) into

@@ -1,5 +1,5 @@
 // Package file is the file sink: one JSON record file per message, written
-// atomically under a deterministic name (spec docs/file-sink.md, docs/formats.md#file-records).
+// atomically under a deterministic name (docs/file-sink.md, docs/formats.md#file-records).
 //
 // A record is first written to a temp file in its target directory (an
 // unnamed O_TMPFILE file on Linux, else .<name>.<random>.tmp), made durable,

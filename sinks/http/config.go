@@ -1,4 +1,4 @@
-// Package httpsink is the HTTP sink (spec docs/http.md): one request per
+// Package httpsink is the HTTP sink (docs/http.md): one request per
 // message to one fixed endpoint, Committed only when the endpoint answers
 // with a success status.
 //

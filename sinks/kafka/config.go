@@ -1,4 +1,4 @@
-// Package kafkasink is the Kafka sink (spec docs/kafka.md, docs/formats.md#kafka-records):
+// Package kafkasink is the Kafka sink (docs/kafka.md, docs/formats.md#kafka-records):
 // every message becomes one Kafka record, produced by franz-go's idempotent
 // producer with acks=all, and counts as written only when the broker
 // acknowledged that record.

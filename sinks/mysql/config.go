@@ -1,4 +1,4 @@
-// Package mysql is the MySQL/MariaDB sink (spec docs/sql.md#per-database): rows of the
+// Package mysql is the MySQL/MariaDB sink (docs/sql.md#per-database): rows of the
 // shared relational layout (docs/formats.md#sql-tables) written with multi-row INSERTs
 // (server-side prepared statements of a few fixed row counts), inside one
 // transaction per WriteBatch, through the pure-Go

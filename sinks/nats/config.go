@@ -1,4 +1,4 @@
-// Package natssink is the NATS republish sink (spec docs/nats-sink.md,
+// Package natssink is the NATS republish sink (docs/nats-sink.md,
 // docs/formats.md#nats-republish-messages): every message is published to a JetStream-stored subject
 // and counts as written only when its PubAck arrives. The package is named
 // natssink, not nats, so that it does not clash with nats.go in importers.

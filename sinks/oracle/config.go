@@ -1,4 +1,4 @@
-// Package oracle is the Oracle Database sink (spec docs/oracle.md): rows of the
+// Package oracle is the Oracle Database sink (docs/oracle.md): rows of the
 // shared relational layout (docs/formats.md#sql-tables) written through the pure-Go
 // github.com/sijms/go-ora/v2 driver, one transaction per WriteBatch, one
 // array-bound execution of the spec's statement per table (insert, insert

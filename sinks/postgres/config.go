@@ -1,4 +1,4 @@
-// Package postgres is the PostgreSQL sink (spec docs/sql.md#per-database): rows of the
+// Package postgres is the PostgreSQL sink (docs/sql.md#per-database): rows of the
 // shared relational layout (docs/formats.md#sql-tables) written with pgx, one
 // transaction per batch on one connection, one statement per table.
 //

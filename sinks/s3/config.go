@@ -1,4 +1,4 @@
-// Package s3sink is the S3 sink (spec docs/s3.md, docs/formats.md#s3-objects): one
+// Package s3sink is the S3 sink (docs/s3.md, docs/formats.md#s3-objects): one
 // object per message (plus an optional metadata sidecar) in one bucket of
 // Amazon S3 or an S3-compatible store, written with the AWS SDK for Go v2.
 // A message is Committed only after PutObject returned success.

@@ -1,4 +1,4 @@
-// Package sqlite is the embedded SQLite sink (spec docs/sql.md#per-database): rows of the
+// Package sqlite is the embedded SQLite sink (docs/sql.md#per-database): rows of the
 // shared relational layout (docs/formats.md#sql-tables) written through one writer
 // connection, one BEGIN IMMEDIATE … COMMIT per batch, with a pure-Go driver
 // (modernc.org/sqlite, no cgo).
