@@ -38,17 +38,19 @@ type s3Server struct {
 	waiting int // PUTs held by gate right now
 	gate    chan struct{}
 	latency time.Duration
-	// Until refuseUntil, every PUT and POST (uploads, multipart steps) is
-	// answered 503 SlowDown, counted in refused: a store that is briefly
-	// unavailable.
+	// For refuseFor from the first upload on, every PUT and POST (uploads,
+	// multipart steps) is answered 503 SlowDown, counted in refused: a
+	// store that is briefly unavailable. The window opens at the first
+	// upload, not at a fixed time, so a slow start cannot miss it.
+	refuseFor   time.Duration
 	refuseUntil time.Time
 	refused     int
 }
 
-// refuseFor makes the store answer uploads 503 for d from now.
-func (s *s3Server) refuseFor(d time.Duration) {
+// outage makes the store answer uploads 503 for d from the next upload on.
+func (s *s3Server) outage(d time.Duration) {
 	s.mu.Lock()
-	s.refuseUntil = time.Now().Add(d)
+	s.refuseFor, s.refuseUntil = d, time.Time{}
 	s.mu.Unlock()
 }
 
@@ -59,6 +61,9 @@ func (s *s3Server) refusing(r *http.Request) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.refuseFor > 0 && s.refuseUntil.IsZero() {
+		s.refuseUntil = time.Now().Add(s.refuseFor)
+	}
 	if time.Now().Before(s.refuseUntil) {
 		s.refused++
 		return true

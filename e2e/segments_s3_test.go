@@ -172,7 +172,7 @@ func s3Crash(t *testing.T, format, ext string, n, kills int) {
 }
 
 // TestSegmentsS3Outage: the store answers every upload 503 SlowDown for
-// 10 s from the process's start. The held segments that cannot be
+// 10 s from the first one. The held segments that cannot be
 // uploaded are retried or NAKed and redelivered; once the store is back,
 // every message is committed in a complete object, nothing is lost, and
 // the process never stopped.
@@ -187,7 +187,7 @@ func TestSegmentsS3Outage(t *testing.T) {
 	staging := filepath.Join(t.TempDir(), "staging")
 	cfg := s3SegmentsConfig(t, s.ClientURL(), st, staging,
 		`"format": "parquet", "max_records": 1000, "max_age_ms": 1000, "commit_timeout_ms": 3000`, 10000)
-	st.refuseFor(10 * time.Second)
+	st.outage(10 * time.Second)
 	p := start(t, cfg)
 	natstest.WaitAckState(t, js, "SEG", "seg-lake", n, 0, 2*time.Minute)
 	st.mu.Lock()
