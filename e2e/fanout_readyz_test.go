@@ -72,12 +72,7 @@ func fanWaitReady(t *testing.T, addr string, d time.Duration, ok func(fanReady) 
 // nats_sinks_ prefix.
 func fanScrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := parseMetrics(resp.Body)
+	out, err := getMetrics(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,12 +155,7 @@ func startMember(t *testing.T, d *runDoc) *member {
 // scrape reads the member's unlabelled metrics (without the nats_sinks_
 // prefix) and remembers them, so a later kill does not lose the counts.
 func (m *member) scrape() (map[string]float64, error) {
-	resp, err := http.Get("http://" + m.addr + "/metrics")
-	if err != nil {
-		return m.last, err
-	}
-	defer resp.Body.Close()
-	got, err := parseMetrics(resp.Body)
+	got, err := getMetrics(m.addr)
 	if err != nil {
 		return m.last, err
 	}
@@ -459,6 +454,17 @@ func poll(t *testing.T, timeout time.Duration, f func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// getMetrics reads addr's /metrics page's unlabelled samples (see
+// parseMetrics).
+func getMetrics(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return parseMetrics(resp.Body)
 }
 
 // parseMetrics reads a /metrics page's unlabelled samples, keyed by name

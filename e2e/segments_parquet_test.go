@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 )
 
@@ -62,10 +60,7 @@ func expectUpTo(floor uint64) string {
 // and no open segment is left.
 func TestSegmentsParquetCrash(t *testing.T) {
 	n, kills := scaled(20000, 100000), scaled(2, 3)
-	s := natstest.RunJetStream(t)
-	_, js := natstest.Connect(t, s)
-	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})
-	natstest.PublishN(t, js, "seg.events", n, body256)
+	s, js := segSource(t, n)
 
 	lake := t.TempDir()
 	cfg := writeConfig(t, fmt.Sprintf(`{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
 )
@@ -126,10 +124,7 @@ func TestSegmentsS3Crash(t *testing.T) {
 }
 
 func s3Crash(t *testing.T, format, ext string, n, kills int) {
-	s := natstest.RunJetStream(t)
-	_, js := natstest.Connect(t, s)
-	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})
-	natstest.PublishN(t, js, "seg.events", n, body256)
+	s, js := segSource(t, n)
 
 	st := newS3Server(t, nil, 0)
 	staging := filepath.Join(t.TempDir(), "staging")
@@ -178,10 +173,7 @@ func s3Crash(t *testing.T, format, ext string, n, kills int) {
 // the process never stopped.
 func TestSegmentsS3Outage(t *testing.T) {
 	const n = 5000
-	s := natstest.RunJetStream(t)
-	_, js := natstest.Connect(t, s)
-	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})
-	natstest.PublishN(t, js, "seg.events", n, body256)
+	s, js := segSource(t, n)
 
 	st := newS3Server(t, nil, 0)
 	staging := filepath.Join(t.TempDir(), "staging")
@@ -218,10 +210,7 @@ func TestSegmentsS3Shutdown(t *testing.T) {
 	const n = 3000
 	for _, stalled := range []bool{false, true} {
 		t.Run(map[bool]string{false: "held", true: "stalled"}[stalled], func(t *testing.T) {
-			s := natstest.RunJetStream(t)
-			_, js := natstest.Connect(t, s)
-			natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})
-			natstest.PublishN(t, js, "seg.events", n, body256)
+			s, js := segSource(t, n)
 			var gate chan struct{}
 			if stalled {
 				gate = make(chan struct{})
@@ -242,12 +231,7 @@ func TestSegmentsS3Shutdown(t *testing.T) {
 			p := start(t, cfg)
 			ctx := context.Background()
 			natstest.WaitFor(t, time.Minute, func() error {
-				resp, err := http.Get("http://" + addr + "/metrics")
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				m, err := parseMetrics(resp.Body)
+				m, err := getMetrics(addr)
 				if err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nats-sinks/nats-sink/internal/natstest"
@@ -40,11 +41,20 @@ func TestSegmentsCrash(t *testing.T) {
 	}
 }
 
-func segmentsCrash(t *testing.T, n, kills int, compression string) {
+// segSource starts an embedded JetStream server with the stream SEG
+// (seg.>) holding n 256-byte messages on seg.events, the source of every
+// segments test.
+func segSource(t *testing.T, n int) (*server.Server, jetstream.JetStream) {
+	t.Helper()
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "SEG", Subjects: []string{"seg.>"}})
 	natstest.PublishN(t, js, "seg.events", n, body256)
+	return s, js
+}
+
+func segmentsCrash(t *testing.T, n, kills int, compression string) {
+	s, js := segSource(t, n)
 
 	lake := t.TempDir()
 	comp := ""

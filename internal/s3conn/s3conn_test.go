@@ -120,13 +120,10 @@ func store(t *testing.T, status int, code string) (*httptest.Server, *atomic.Int
 func client(t *testing.T, endpoint string) *s3.Client {
 	t.Helper()
 	id, secret := "ID", "SECRET"
-	env := map[string]string{"K": "AKIDTEST", "S": "secret"}
+	env := map[string]string{"ID": "AKIDTEST", "SECRET": "secret"}
 	c, err := NewClient(t.Context(), Settings{Name: "test sink", EndpointURL: &endpoint, CredentialMode: "environment",
 		AccessKeyIDEnv: &id, SecretAccessKeyEnv: &secret},
-		sink.Deps{Env: func(name string) (string, bool) {
-			v, ok := env[map[string]string{"ID": "K", "SECRET": "S"}[name]]
-			return v, ok
-		}})
+		sink.Deps{Env: func(name string) (string, bool) { v, ok := env[name]; return v, ok }})
 	if err != nil {
 		t.Fatal(err)
 	}
