@@ -212,12 +212,13 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 	}
 
 	// A create right after the consumer was deleted can meet the deletion
-	// still in progress: the server answers "consumer does not exist" to
-	// the create (seen against nats-server 2.15 on a loaded machine, after
-	// an operator deleted a running consumer). Start over, briefly.
+	// still in progress: the server answers "consumer does not exist" or
+	// "error creating store for consumer" to the create (both seen against
+	// nats-server 2.15 on a loaded machine, after an operator deleted a
+	// running consumer). Start over, briefly.
 	for attempt := 1; ; attempt++ {
 		c, action, err := ensureDurable(ctx, js, spec, desired)
-		if !errors.Is(err, jetstream.ErrConsumerDoesNotExist) || attempt == deletionRetries {
+		if !deletionInProgress(err) || attempt == deletionRetries {
 			return c, action, err
 		}
 		select {
@@ -226,6 +227,18 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, spec ConsumerSp
 		case <-time.After(deletionRetryWait):
 		}
 	}
+}
+
+// deletionInProgress reports whether a refused create may be a deletion of
+// the same consumer still finishing on the server. The store error (10012)
+// is the server's generic create failure; a persistent one is returned
+// after the short wait like any other.
+func deletionInProgress(err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerDoesNotExist) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeConsumerCreate
 }
 
 // deletionRetries and deletionRetryWait bound how long EnsureConsumer waits

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -179,18 +180,22 @@ func TestCheckBatchSize(t *testing.T) {
 	}
 }
 
-// deletingJS answers the first refusals creates with the server's
-// "consumer does not exist", as a server does while a deletion of the
-// same consumer is still in progress.
+// deletingJS answers the first refusals creates with refusal (by default
+// the server's "consumer does not exist"), as a server does while a
+// deletion of the same consumer is still in progress.
 type deletingJS struct {
 	jetstream.JetStream
 	refusals int
+	refusal  error
 	creates  int
 }
 
 func (d *deletingJS) CreateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	d.creates++
 	if d.creates <= d.refusals {
+		if d.refusal != nil {
+			return nil, d.refusal
+		}
 		return nil, jetstream.ErrConsumerDoesNotExist
 	}
 	return d.JetStream.CreateConsumer(ctx, stream, cfg)
@@ -220,5 +225,34 @@ func TestEnsureConsumerDeletionInProgress(t *testing.T) {
 	}
 	if js.creates != deletionRetries {
 		t.Errorf("creates = %d, want %d", js.creates, deletionRetries)
+	}
+}
+
+// TestEnsureConsumerStoreErrorWhileDeleting: the other answer a server
+// gives to a create that meets a deletion in progress, "error creating
+// store for consumer" (10012, seen in a load run after the second deletion
+// of a running consumer), is tried again too; other API errors are not.
+func TestEnsureConsumerStoreErrorWhileDeleting(t *testing.T) {
+	e := newEnv(t, true)
+	spec := ConsumerSpec{Stream: testStream, Name: testConsumer, Subject: "orders.>"}
+	storeErr := fmt.Errorf("nats: API error: code=500 err_code=10012 description=error creating store for consumer: %w",
+		&jetstream.APIError{Code: 500, ErrorCode: jetstream.JSErrCodeConsumerCreate, Description: "error creating store for consumer"})
+	js := &deletingJS{JetStream: e.js, refusals: 2, refusal: storeErr}
+	if _, action, err := EnsureConsumer(t.Context(), js, spec); err != nil || action != ActionCreated {
+		t.Fatalf("EnsureConsumer() = %q, %v, want created after the deletion finished", action, err)
+	}
+	if js.creates != 3 {
+		t.Errorf("creates = %d, want 3 (two refused, one accepted)", js.creates)
+	}
+	if err := e.js.DeleteConsumer(t.Context(), testStream, testConsumer); err != nil {
+		t.Fatal(err)
+	}
+	other := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeMaximumConsumersLimit, Description: "maximum consumers limit reached"}
+	js = &deletingJS{JetStream: e.js, refusals: 1, refusal: other}
+	if _, _, err := EnsureConsumer(t.Context(), js, spec); !errors.Is(err, other) {
+		t.Errorf("EnsureConsumer() = %v, want the limit error at once", err)
+	}
+	if js.creates != 1 {
+		t.Errorf("creates = %d, want 1: a limit is not a deletion in progress", js.creates)
 	}
 }
