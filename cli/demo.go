@@ -20,6 +20,7 @@ import (
 	"github.com/nats-sinks/nats-sink/config"
 	"github.com/nats-sinks/nats-sink/internal/embedded"
 	"github.com/nats-sinks/nats-sink/internal/jsonx"
+	"github.com/nats-sinks/nats-sink/internal/subject"
 	"github.com/nats-sinks/nats-sink/pipeline"
 	"github.com/nats-sinks/nats-sink/sinks/builtin"
 	"github.com/nats-sinks/nats-sink/telemetry"
@@ -83,7 +84,8 @@ func runDemo(env *Env, args []string) int {
 		case <-ctx.Done():
 		}
 	}()
-	d := &demo{env: env, dir: *dir, port: *port, timeout: time.Duration(*timeout * float64(time.Second)), format: *format}
+	d := &demo{env: env, dir: *dir, port: *port, timeout: time.Duration(*timeout * float64(time.Second)), format: *format,
+		lastSeq: map[string]uint64{}}
 	return d.run(ctx, *keep)
 }
 
@@ -98,6 +100,10 @@ type demo struct {
 	url    string
 	nc     *nats.Conn
 	js     jetstream.JetStream
+
+	// lastSeq is, per consumer, the stream sequence of the last sample
+	// its filter takes, for settle.
+	lastSeq map[string]uint64
 }
 
 // demoPipeline is one of the tour's pipelines.
@@ -262,15 +268,25 @@ func (d *demo) publish(ctx context.Context) error {
 		if s.msgID != "" {
 			opts = append(opts, jetstream.WithMsgID(s.msgID))
 		}
-		if _, err := d.js.PublishMsg(ctx, m, opts...); err != nil {
+		ack, err := d.js.PublishMsg(ctx, m, opts...)
+		if err != nil {
 			return fmt.Errorf("publish %s: %w", s.subject, err)
+		}
+		for _, dp := range d.pipelines() {
+			if subject.Match(dp.filter, s.subject) {
+				d.lastSeq[dp.consumer] = ack.Sequence
+			}
 		}
 	}
 	return nil
 }
 
-// settle waits until every pipeline's consumer has no pending and no
-// unacknowledged message.
+// settle waits until every pipeline's consumer has delivered the last
+// sample its filter takes and has no pending and no unacknowledged
+// message. The delivered sequence matters: the server counts a stored
+// message into a consumer's pending asynchronously, so right after the
+// publishes a consumer can report nothing pending before it saw any of
+// them (seen in the container image test under load).
 func (d *demo) settle(ctx context.Context) error {
 	deadline := time.Now().Add(d.timeout)
 	for _, dp := range d.pipelines() {
@@ -280,7 +296,8 @@ func (d *demo) settle(ctx context.Context) error {
 		}
 		for {
 			info, err := c.Info(ctx)
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
+			if err == nil && info.Delivered.Stream >= d.lastSeq[dp.consumer] &&
+				info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
