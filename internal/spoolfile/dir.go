@@ -428,6 +428,10 @@ func (d *Dir) Probe(syncDir bool) error {
 	return err
 }
 
+// ProbeName is the prefix of the name the O_TMPFILE probe links and removes
+// again when a Dir is opened.
+const ProbeName = "nats-sinks-spool-probe"
+
 // probeTmpfile reports whether unnamed temp files can be made and linked.
 func (d *Dir) probeTmpfile() bool {
 	fd, err := openTmpfile(d.fd)
@@ -435,7 +439,7 @@ func (d *Dir) probeTmpfile() bool {
 		return false
 	}
 	defer unix.Close(fd)
-	name := TempName("nats-sinks-spool-probe")
+	name := TempName(ProbeName)
 	if err := linkTmpfile(fd, d.fd, name); err != nil {
 		return false
 	}
