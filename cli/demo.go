@@ -84,8 +84,7 @@ func runDemo(env *Env, args []string) int {
 		case <-ctx.Done():
 		}
 	}()
-	d := &demo{env: env, dir: *dir, port: *port, timeout: time.Duration(*timeout * float64(time.Second)), format: *format,
-		lastSeq: map[string]uint64{}}
+	d := &demo{env: env, dir: *dir, port: *port, timeout: time.Duration(*timeout * float64(time.Second)), format: *format}
 	return d.run(ctx, *keep)
 }
 
@@ -100,10 +99,6 @@ type demo struct {
 	url    string
 	nc     *nats.Conn
 	js     jetstream.JetStream
-
-	// lastSeq is, per consumer, the stream sequence of the last sample
-	// its filter takes, for settle.
-	lastSeq map[string]uint64
 }
 
 // demoPipeline is one of the tour's pipelines.
@@ -169,11 +164,12 @@ func (d *demo) run(ctx context.Context, keepRunning bool) int {
 		go func() { errs <- p.Run(runCtx) }()
 	}
 
-	if err := d.publish(ctx); err != nil {
+	lastSeq, err := d.publish(ctx)
+	if err != nil {
 		fmt.Fprintf(d.env.Stderr, "Runtime error: %v\n", err)
 		return exitRuntime
 	}
-	if err := d.settle(ctx); err != nil {
+	if err := d.settle(ctx, lastSeq); err != nil {
 		fmt.Fprintf(d.env.Stderr, "Runtime error: %v\n", err)
 		return exitRuntime
 	}
@@ -257,7 +253,11 @@ func (d *demo) start(ctx context.Context, dp demoPipeline, getenv func(string) (
 	return pipeline.Start(ctx, cfg, pipeline.Options{Env: config.Env(getenv), Logger: log, Conn: d.nc, Version: Version})
 }
 
-func (d *demo) publish(ctx context.Context) error {
+// publish sends the samples and returns, per consumer, the stream sequence
+// of the last sample its filter takes.
+func (d *demo) publish(ctx context.Context) (map[string]uint64, error) {
+	lastSeq := map[string]uint64{}
+	pipelines := d.pipelines()
 	for _, s := range demoSamples() {
 		m := nats.NewMsg(s.subject)
 		m.Data = s.body
@@ -270,15 +270,15 @@ func (d *demo) publish(ctx context.Context) error {
 		}
 		ack, err := d.js.PublishMsg(ctx, m, opts...)
 		if err != nil {
-			return fmt.Errorf("publish %s: %w", s.subject, err)
+			return nil, fmt.Errorf("publish %s: %w", s.subject, err)
 		}
-		for _, dp := range d.pipelines() {
+		for _, dp := range pipelines {
 			if subject.Match(dp.filter, s.subject) {
-				d.lastSeq[dp.consumer] = ack.Sequence
+				lastSeq[dp.consumer] = ack.Sequence
 			}
 		}
 	}
-	return nil
+	return lastSeq, nil
 }
 
 // settle waits until every pipeline's consumer has delivered the last
@@ -287,7 +287,7 @@ func (d *demo) publish(ctx context.Context) error {
 // message into a consumer's pending asynchronously, so right after the
 // publishes a consumer can report nothing pending before it saw any of
 // them (seen in the container image test under load).
-func (d *demo) settle(ctx context.Context) error {
+func (d *demo) settle(ctx context.Context, lastSeq map[string]uint64) error {
 	deadline := time.Now().Add(d.timeout)
 	for _, dp := range d.pipelines() {
 		c, err := d.js.Consumer(ctx, "DEMO", dp.consumer)
@@ -296,7 +296,7 @@ func (d *demo) settle(ctx context.Context) error {
 		}
 		for {
 			info, err := c.Info(ctx)
-			if err == nil && info.Delivered.Stream >= d.lastSeq[dp.consumer] &&
+			if err == nil && info.Delivered.Stream >= lastSeq[dp.consumer] &&
 				info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
 				break
 			}

@@ -37,7 +37,7 @@ func (u uncountedConsumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, e
 // (the container image test under load printed a tour with every row
 // "missing" after 0.06 s).
 func TestDemoSettleWaitsForDelivery(t *testing.T) {
-	d := &demo{env: &Env{}, dir: t.TempDir(), port: -1, timeout: 500 * time.Millisecond, lastSeq: map[string]uint64{}}
+	d := &demo{env: &Env{}, dir: t.TempDir(), port: -1, timeout: 500 * time.Millisecond}
 	if err := d.setup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +51,14 @@ func TestDemoSettleWaitsForDelivery(t *testing.T) {
 		}
 		consumers = append(consumers, c)
 	}
-	if err := d.publish(t.Context()); err != nil {
+	lastSeq, err := d.publish(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
 
 	real := d.js
 	d.js = uncountedJS{real}
-	if err := d.settle(t.Context()); err == nil {
+	if err := d.settle(t.Context(), lastSeq); err == nil {
 		t.Fatal("settle() = nil while no consumer had delivered a sample, want the timeout")
 	}
 
@@ -74,7 +75,7 @@ func TestDemoSettleWaitsForDelivery(t *testing.T) {
 		}
 	}
 	d.timeout = 10 * time.Second
-	if err := d.settle(t.Context()); err != nil {
+	if err := d.settle(t.Context(), lastSeq); err != nil {
 		t.Errorf("settle() after every sample was delivered and ACKed = %v, want nil", err)
 	}
 }

@@ -180,9 +180,8 @@ func TestCheckBatchSize(t *testing.T) {
 	}
 }
 
-// deletingJS answers the first refusals creates with refusal (by default
-// the server's "consumer does not exist"), as a server does while a
-// deletion of the same consumer is still in progress.
+// deletingJS answers the first refusals creates with refusal, as a server
+// does while a deletion of the same consumer is still in progress.
 type deletingJS struct {
 	jetstream.JetStream
 	refusals int
@@ -193,66 +192,48 @@ type deletingJS struct {
 func (d *deletingJS) CreateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	d.creates++
 	if d.creates <= d.refusals {
-		if d.refusal != nil {
-			return nil, d.refusal
-		}
-		return nil, jetstream.ErrConsumerDoesNotExist
+		return nil, d.refusal
 	}
 	return d.JetStream.CreateConsumer(ctx, stream, cfg)
 }
 
-// TestEnsureConsumerDeletionInProgress: a create refused with "consumer
-// does not exist" right after a deletion is tried again until the deletion
-// finished (a consumer deleted while the process ran failed the re-creation
-// with a runtime error before); a refusal that outlasts the wait is
-// returned as it came.
+// TestEnsureConsumerDeletionInProgress: a create refused right after a
+// deletion, with "consumer does not exist" or "error creating store for
+// consumer" (10012, seen in a load run after the second deletion of a
+// running consumer), is tried again until the deletion finished (a
+// consumer deleted while the process ran failed the re-creation with a
+// runtime error before); a refusal that outlasts the wait is returned as
+// it came, and other API errors are not tried again.
 func TestEnsureConsumerDeletionInProgress(t *testing.T) {
-	e := newEnv(t, true)
-	spec := ConsumerSpec{Stream: testStream, Name: testConsumer, Subject: "orders.>"}
-	js := &deletingJS{JetStream: e.js, refusals: 3}
-	if _, action, err := EnsureConsumer(t.Context(), js, spec); err != nil || action != ActionCreated {
-		t.Fatalf("EnsureConsumer() = %q, %v, want created after the deletion finished", action, err)
-	}
-	if js.creates != 4 {
-		t.Errorf("creates = %d, want 4 (three refused, one accepted)", js.creates)
-	}
-	if err := e.js.DeleteConsumer(t.Context(), testStream, testConsumer); err != nil {
-		t.Fatal(err)
-	}
-	js = &deletingJS{JetStream: e.js, refusals: deletionRetries}
-	if _, _, err := EnsureConsumer(t.Context(), js, spec); !errors.Is(err, jetstream.ErrConsumerDoesNotExist) {
-		t.Errorf("EnsureConsumer() = %v, want the refusal after %d attempts", err, deletionRetries)
-	}
-	if js.creates != deletionRetries {
-		t.Errorf("creates = %d, want %d", js.creates, deletionRetries)
-	}
-}
-
-// TestEnsureConsumerStoreErrorWhileDeleting: the other answer a server
-// gives to a create that meets a deletion in progress, "error creating
-// store for consumer" (10012, seen in a load run after the second deletion
-// of a running consumer), is tried again too; other API errors are not.
-func TestEnsureConsumerStoreErrorWhileDeleting(t *testing.T) {
-	e := newEnv(t, true)
-	spec := ConsumerSpec{Stream: testStream, Name: testConsumer, Subject: "orders.>"}
 	storeErr := fmt.Errorf("nats: API error: code=500 err_code=10012 description=error creating store for consumer: %w",
 		&jetstream.APIError{Code: 500, ErrorCode: jetstream.JSErrCodeConsumerCreate, Description: "error creating store for consumer"})
-	js := &deletingJS{JetStream: e.js, refusals: 2, refusal: storeErr}
-	if _, action, err := EnsureConsumer(t.Context(), js, spec); err != nil || action != ActionCreated {
-		t.Fatalf("EnsureConsumer() = %q, %v, want created after the deletion finished", action, err)
-	}
-	if js.creates != 3 {
-		t.Errorf("creates = %d, want 3 (two refused, one accepted)", js.creates)
-	}
-	if err := e.js.DeleteConsumer(t.Context(), testStream, testConsumer); err != nil {
-		t.Fatal(err)
-	}
-	other := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeMaximumConsumersLimit, Description: "maximum consumers limit reached"}
-	js = &deletingJS{JetStream: e.js, refusals: 1, refusal: other}
-	if _, _, err := EnsureConsumer(t.Context(), js, spec); !errors.Is(err, other) {
-		t.Errorf("EnsureConsumer() = %v, want the limit error at once", err)
-	}
-	if js.creates != 1 {
-		t.Errorf("creates = %d, want 1: a limit is not a deletion in progress", js.creates)
+	limitErr := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeMaximumConsumersLimit, Description: "maximum consumers limit reached"}
+	for _, tt := range []struct {
+		name        string
+		refusal     error
+		refusals    int
+		wantErr     error // nil: created
+		wantCreates int
+	}{
+		{"does not exist, then created", jetstream.ErrConsumerDoesNotExist, 3, nil, 4},
+		{"does not exist outlasts the wait", jetstream.ErrConsumerDoesNotExist, deletionRetries, jetstream.ErrConsumerDoesNotExist, deletionRetries},
+		{"store error, then created", storeErr, 2, nil, 3},
+		{"limit error at once", limitErr, 1, limitErr, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			spec := ConsumerSpec{Stream: testStream, Name: testConsumer, Subject: "orders.>"}
+			js := &deletingJS{JetStream: e.js, refusals: tt.refusals, refusal: tt.refusal}
+			_, action, err := EnsureConsumer(t.Context(), js, spec)
+			if tt.wantErr == nil && (err != nil || action != ActionCreated) {
+				t.Fatalf("EnsureConsumer() = %q, %v, want created after the deletion finished", action, err)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("EnsureConsumer() = %v, want %v", err, tt.wantErr)
+			}
+			if js.creates != tt.wantCreates {
+				t.Errorf("creates = %d, want %d", js.creates, tt.wantCreates)
+			}
+		})
 	}
 }
