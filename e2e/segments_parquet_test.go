@@ -100,7 +100,11 @@ func TestSegmentsParquetCrash(t *testing.T) {
 		floor := info.AckFloor.Stream
 		rep, out := verifyLake(t, lake, expectUpTo(floor))
 		t.Logf("round %d: killed; ack floor %d, ack pending %d; verify %s", round, floor, info.NumAckPending, out)
-		if rep.Unreadable != 0 || len(rep.Streams) != 1 || rep.Streams[0].Missing != 0 {
+		// Without an expectation (ack floor 0) verify counts as missing the
+		// gaps between the lowest and highest sequence it found, which
+		// segments committed from redeliveries and later batches may leave;
+		// only sequences at or below the floor must be there.
+		if rep.Unreadable != 0 || floor > 0 && (len(rep.Streams) != 1 || rep.Streams[0].Missing != 0) {
 			t.Errorf("after kill %d: sequences at or below the ack floor %d missing from committed segments: %s", round, floor, out)
 		}
 		if info.Config.MaxAckPending != 10000+4*500 {

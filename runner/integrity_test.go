@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -217,7 +218,6 @@ func TestCustodyFailureIsolation(t *testing.T) {
 	}{{IsolationMessage, 2, 1}, {IsolationBatch, 0, 3}} {
 		t.Run(tt.iso, func(t *testing.T) {
 			e := newEnv(t, true)
-			c := e.consumer(ConsumerSpec{})
 			for i, prev := range []string{"", "not-a-digest", ""} {
 				h := nats.Header{}
 				if prev != "" {
@@ -225,11 +225,19 @@ func TestCustodyFailureIsolation(t *testing.T) {
 				}
 				natstest.Publish(t, e.js, "orders.created", fmt.Appendf(nil, `{"n":%d}`, i), h)
 			}
+			// The three must arrive as one batch. A consumer created after
+			// the publishes counts them as pending at creation, so the
+			// runner's first (no-wait) fetch takes all three at once. Created
+			// before them, the server may count them in only after that fetch
+			// found nothing, and the lingering fetch that follows holds its
+			// partial batch until BatchTimeout: with a timeout as long as the
+			// ACK wait below, the ACKs came too late under load.
+			c := e.consumer(ConsumerSpec{})
 			cs := &custody.Settings{Algorithm: "sha256", HashPayload: true, HashMetadata: true, IncludePreviousHash: true,
 				PreviousHashHeader: custody.DefaultPreviousHashHeader, MaxHashInputBytes: 1 << 20}
 			rs := &recordSink{}
 			start(t, &Runner{Consumer: c, JetStream: e.js, Conn: e.nc, Sink: rs, Metrics: newMetrics(t), DeadLetter: dlqOptions(),
-				Isolation: tt.iso, BatchSize: 10, BatchTimeout: waitLong,
+				Isolation: tt.iso, BatchSize: 10, BatchTimeout: 5 * time.Second,
 				Custody: func(env *sink.Envelope) error {
 					doc, err := cs.Compute(env)
 					env.Custody = doc
