@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -209,22 +210,36 @@ func (c *Cluster) running() []*server.Server {
 	return up
 }
 
-// WaitMetaLeader waits until one running node is the JetStream meta leader
-// and every running node is current with it.
+// WaitMetaLeader waits until one running node is the JetStream meta leader,
+// every running node is current with it, and the leader can place assets
+// on every running node. The last is separate: the leader counts a peer for
+// placement only once that peer's statistics have arrived, which can be
+// after the peer is current, and creating an R3 stream before then fails
+// with "no suitable peers for placement".
 func (c *Cluster) WaitMetaLeader(t testing.TB) {
 	t.Helper()
 	WaitFor(t, clusterTimeout, func() error {
-		leaders := 0
-		for _, s := range c.running() {
+		running := c.running()
+		var leader *server.Server
+		for _, s := range running {
 			if s.JetStreamIsLeader() {
-				leaders++
+				if leader != nil {
+					return fmt.Errorf("two JetStream meta leaders: %s and %s", leader.Name(), s.Name())
+				}
+				leader = s
 			}
 			if !s.JetStreamIsCurrent() {
 				return fmt.Errorf("node %s is not current with the meta leader", s.Name())
 			}
 		}
-		if leaders != 1 {
-			return fmt.Errorf("%d JetStream meta leaders", leaders)
+		if leader == nil {
+			return errors.New("no JetStream meta leader")
+		}
+		placeable := leader.JetStreamClusterPeers()
+		for _, s := range running {
+			if !slices.Contains(placeable, s.Name()) {
+				return fmt.Errorf("meta leader %s cannot place on node %s yet (placeable: %v)", leader.Name(), s.Name(), placeable)
+			}
 		}
 		return nil
 	})
