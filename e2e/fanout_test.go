@@ -84,7 +84,28 @@ func TestFanoutCrashRecovery(t *testing.T) {
 	ctx := context.Background()
 	for round := range 3 {
 		p := start(t, cfg)
-		time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
+		// Kill on progress, not after a fixed time: unloaded, the whole run
+		// took under 2.5 s once and finished before a timed kill. Progress
+		// is the last stream sequence delivered, not the ack floor: after a
+		// kill the floor stays put until the killed batches' ACK wait ends,
+		// while the rest of the stream flows. Each round waits for a
+		// quarter of the stream more, then kills at a random moment soon
+		// after.
+		natstest.WaitFor(t, 2*time.Minute, func() error {
+			c, err := js.Consumer(ctx, "FAN", "fan")
+			if err != nil {
+				return err
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if want := uint64((round + 1) * n / 4); info.Delivered.Stream < want {
+				return fmt.Errorf("delivered up to %d, waiting for %d before kill %d", info.Delivered.Stream, want, round+1)
+			}
+			return nil
+		})
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
 		p.kill(t)
 		floor, pending, err := ackState(ctx, js, "FAN", "fan")
 		t.Logf("round %d: killed; ack floor %d, ack pending %d (%v)", round, floor, pending, err)
