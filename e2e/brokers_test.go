@@ -168,11 +168,7 @@ func killRun(t *testing.T, natsURL string, js jetstream.JetStream, cfg string, n
 // deliveredStream returns the highest stream sequence the consumer has
 // delivered.
 func deliveredStream(ctx context.Context, js jetstream.JetStream) (uint64, error) {
-	c, err := js.Consumer(ctx, brkStream, brkConsumer)
-	if err != nil {
-		return 0, err
-	}
-	info, err := c.Info(ctx)
+	info, err := consumerInfo(ctx, js, brkStream, brkConsumer)
 	if err != nil {
 		return 0, err
 	}

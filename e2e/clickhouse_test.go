@@ -40,18 +40,19 @@ func chScalar(t *testing.T, srv *clickhousetest.Server, sql string) string {
 // chRows returns the table's row count, 0 while it does not exist yet (the
 // sink creates it at start).
 func chRows(srv *clickhousetest.Server, table string) int {
-	out, err := srv.Query("SELECT count() FROM `" + table + "`")
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(out))
-	return n
+	return chProgress(srv, "count()", table)
 }
 
 // chMaxSequence returns the newest stream sequence stored in the table, 0
 // while it does not exist yet or is empty.
 func chMaxSequence(srv *clickhousetest.Server, table string) int {
-	out, err := srv.Query("SELECT max(stream_sequence) FROM `" + table + "`")
+	return chProgress(srv, "max(stream_sequence)", table)
+}
+
+// chProgress returns one integer aggregate over the table, 0 on any error:
+// the progress waits poll before the sink has created the table.
+func chProgress(srv *clickhousetest.Server, aggregate, table string) int {
+	out, err := srv.Query("SELECT " + aggregate + " FROM `" + table + "`")
 	if err != nil {
 		return 0
 	}

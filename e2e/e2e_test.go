@@ -158,14 +158,20 @@ func fileConfig(t *testing.T, url, stream, consumer, subject, dir string, extra 
 	return path
 }
 
+// consumerInfo returns the consumer's current state in one request: the
+// lookup itself fetches the info, so CachedInfo is fresh.
+func consumerInfo(ctx context.Context, js jetstream.JetStream, stream, consumer string) (*jetstream.ConsumerInfo, error) {
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return c.CachedInfo(), nil
+}
+
 // ackState returns the consumer's ack floor (stream sequence) and number of
 // ack-pending messages.
 func ackState(ctx context.Context, js jetstream.JetStream, stream, consumer string) (uint64, int, error) {
-	c, err := js.Consumer(ctx, stream, consumer)
-	if err != nil {
-		return 0, 0, err
-	}
-	info, err := c.Info(ctx)
+	info, err := consumerInfo(ctx, js, stream, consumer)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -92,11 +92,7 @@ func TestFanoutCrashRecovery(t *testing.T) {
 		// quarter of the stream more, then kills at a random moment soon
 		// after.
 		natstest.WaitFor(t, 2*time.Minute, func() error {
-			c, err := js.Consumer(ctx, "FAN", "fan")
-			if err != nil {
-				return err
-			}
-			info, err := c.Info(ctx)
+			info, err := consumerInfo(ctx, js, "FAN", "fan")
 			if err != nil {
 				return err
 			}

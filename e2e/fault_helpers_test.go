@@ -213,11 +213,7 @@ func (c counts) String() string {
 // its ack floor and ack-pending count. deliveries − n is the number of
 // redeliveries of an n-message run.
 func deliveries(ctx context.Context, js jetstream.JetStream, stream, consumer string) (delivered, floor uint64, pending int, err error) {
-	c, err := js.Consumer(ctx, stream, consumer)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	info, err := c.Info(ctx)
+	info, err := consumerInfo(ctx, js, stream, consumer)
 	if err != nil {
 		return 0, 0, 0, err
 	}

@@ -83,7 +83,7 @@ func TestSegmentsParquetCrash(t *testing.T) {
 		deadline := time.Now().Add(90 * time.Second)
 		committed0 := countParquet(t, lake)
 		for {
-			info, err := consumerInfo(ctx, js)
+			info, err := consumerInfo(ctx, js, "SEG", "seg-lake")
 			if err == nil && info.Delivered.Stream >= threshold && countParquet(t, lake) > committed0 {
 				break
 			}
@@ -93,7 +93,7 @@ func TestSegmentsParquetCrash(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		p.kill(t)
-		info, err := consumerInfo(ctx, js)
+		info, err := consumerInfo(ctx, js, "SEG", "seg-lake")
 		if err != nil {
 			t.Fatal(err)
 		}

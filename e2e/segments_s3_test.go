@@ -137,7 +137,7 @@ func s3Crash(t *testing.T, format, ext string, n, kills int) {
 		deadline := time.Now().Add(90 * time.Second)
 		objects0 := len(st.objectKeys(t))
 		for {
-			info, err := consumerInfo(ctx, js)
+			info, err := consumerInfo(ctx, js, "SEG", "seg-lake")
 			if err == nil && info.Delivered.Stream >= threshold && len(st.objectKeys(t)) > objects0 {
 				break
 			}
@@ -147,7 +147,7 @@ func s3Crash(t *testing.T, format, ext string, n, kills int) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		p.kill(t)
-		info, err := consumerInfo(ctx, js)
+		info, err := consumerInfo(ctx, js, "SEG", "seg-lake")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +265,7 @@ func TestSegmentsS3Shutdown(t *testing.T) {
 			if !strings.Contains(p.stderr.String(), "drain timed out") {
 				t.Errorf("no \"drain timed out\" warning after the stalled shutdown\nstderr:\n%s", p.stderr.String())
 			}
-			info, err := consumerInfo(ctx, js)
+			info, err := consumerInfo(ctx, js, "SEG", "seg-lake")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -93,7 +93,7 @@ func segmentsCrash(t *testing.T, n, kills int, compression string) {
 		deadline := time.Now().Add(60 * time.Second)
 		drained := false
 		for {
-			info, err := consumerInfo(ctx, js)
+			info, err := consumerInfo(ctx, js, "SEG", "seg-lake")
 			if err == nil && info.Delivered.Stream >= threshold && info.AckFloor.Consumer > floor0 {
 				break
 			}
@@ -148,14 +148,6 @@ func segmentsCrash(t *testing.T, n, kills int, compression string) {
 		t.Errorf("duplicates %d, more than the %d messages fetched but not acknowledged at the kills", rep.Duplicates, inFlight)
 	}
 	checkSegmentRecords(t, lake)
-}
-
-func consumerInfo(ctx context.Context, js jetstream.JetStream) (*jetstream.ConsumerInfo, error) {
-	c, err := js.Consumer(ctx, "SEG", "seg-lake")
-	if err != nil {
-		return nil, err
-	}
-	return c.Info(ctx)
 }
 
 // checkSegmentRecords reads uncompressed segments line by line as JSON and
